@@ -1,0 +1,53 @@
+# promsched developer entry points. `make test` is what CI runs (.ci/run); `make demo` is the sandbox tour.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+SANDBOX_DIR ?= .sandbox
+DEMO_NODES ?= 6
+
+.PHONY: venv lint format crds install-sandbox test test-unit test-integration demo demo-down clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+lint: venv
+	ruff check operator tests
+	ruff format --check operator tests
+	mypy
+	lint-imports
+
+format: venv
+	ruff format operator tests
+	ruff check --fix operator tests
+
+crds: venv
+	promsched crd > crds/schedulingpolicies.promsched.io.yaml
+
+install-sandbox: venv
+	promsched sandbox install
+
+test-unit: venv
+	pytest tests/unit -q
+
+test-integration: install-sandbox
+	pytest tests/integration -q -m "integration or e2e"
+
+# Everything: lint, types, import layers, unit tests, then the integration and e2e tiers on one sandbox.
+test: lint install-sandbox
+	pytest tests -q
+
+demo: install-sandbox
+	promsched sandbox up --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/demo-profiles.yaml
+	promsched demo --dir $(SANDBOX_DIR)
+
+demo-down: venv
+	promsched sandbox down --dir $(SANDBOX_DIR)
+
+clean: demo-down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

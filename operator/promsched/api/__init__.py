@@ -1,0 +1,1 @@
+"""The SchedulingPolicy API: pydantic models that are the single source of the CRD schema."""

@@ -1,0 +1,117 @@
+"""The `promsched` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from promsched import __version__
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _sandbox_install(_args: argparse.Namespace) -> int:
+    from promsched.sandbox import installing
+
+    installing.install()
+    return 0
+
+
+def _sandbox_up(args: argparse.Namespace) -> int:
+    from promsched.sandbox import launching
+
+    sandbox = launching.up(args.dir, nodes=args.nodes, profiles_file=args.profiles)
+    print(f"export KUBECONFIG={sandbox.kubeconfig}")
+    print(f"export PROMETHEUS_URL={sandbox.prometheus_url}")
+    print(f"export PATH={sandbox.state.bin_dir}:$PATH")
+    return 0
+
+
+def _sandbox_status(args: argparse.Namespace) -> int:
+    from promsched.sandbox import launching
+
+    rows = launching.status(args.dir)
+    width = max(len(row.name) for row in rows)
+    for row in rows:
+        state = "running" if row.running else ("dead" if row.pid else "not started")
+        print(f"{row.name:<{width}}  {state:<11}  {row.pid or ''}")
+    return 0 if all(row.running for row in rows) else 1
+
+
+def _sandbox_down(args: argparse.Namespace) -> int:
+    from promsched.sandbox import launching
+
+    launching.down(args.dir)
+    return 0
+
+
+def _sandbox_load(args: argparse.Namespace) -> int:
+    from promsched.sandbox.clusters import Sandbox
+
+    changes = {key: getattr(args, key) for key in ("cpu", "memory", "disk_busy", "disk_used", "network")}
+    given = {key: value for key, value in changes.items() if value is not None}
+    if not given:
+        print("give at least one of --cpu, --memory, --disk-busy, --disk-used, --network", file=sys.stderr)
+        return 2
+    profile = Sandbox.load(args.dir).set_load(args.node, **given)
+    print(" ".join(f"{key}={value:g}" for key, value in profile.items()))
+    return 0
+
+
+def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sandbox = commands.add_parser("sandbox", help="a local control plane with simulated nodes and Prometheus")
+    actions = sandbox.add_subparsers(dest="action", required=True)
+    directory = argparse.ArgumentParser(add_help=False)
+    directory.add_argument(
+        "--dir", type=Path, default=Path(".sandbox"), help="sandbox folder (default .sandbox)"
+    )
+
+    actions.add_parser("install", help="build or install the pinned components").set_defaults(
+        run=_sandbox_install
+    )
+    start = actions.add_parser("up", parents=[directory], help="start a sandbox")
+    start.add_argument("--nodes", type=int, default=6, help="simulated nodes (default 6)")
+    start.add_argument("--profiles", type=Path, help="YAML load profiles per node")
+    start.set_defaults(run=_sandbox_up)
+    actions.add_parser("status", parents=[directory], help="each component's state").set_defaults(
+        run=_sandbox_status
+    )
+    actions.add_parser("down", parents=[directory], help="stop every sandbox process").set_defaults(
+        run=_sandbox_down
+    )
+    load = actions.add_parser("load", parents=[directory], help="change a simulated node's load profile")
+    load.add_argument("node")
+    load.add_argument("--cpu", type=float, help="CPU busy percent")
+    load.add_argument("--memory", type=float, help="memory used percent")
+    load.add_argument("--disk-busy", type=float, help="disk I/O busy percent")
+    load.add_argument("--disk-used", type=float, help="filesystem used percent")
+    load.add_argument("--network", type=float, help="eth0 receive+transmit bytes per second")
+    load.set_defaults(run=_sandbox_load)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="promsched", description="A load-aware Kubernetes scheduler.")
+    parser.add_argument("--version", action="version", version=f"promsched {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _sandbox_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from promsched.sandbox.clusters import SandboxError
+    from promsched.sandbox.installing import InstallError
+    from promsched.sandbox.profiles import ProfileError
+
+    args = build_parser().parse_args(argv)
+    run: Command = args.run
+    try:
+        return run(args)
+    except (SandboxError, InstallError, ProfileError) as error:
+        print(f"promsched: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

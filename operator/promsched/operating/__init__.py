@@ -1,0 +1,1 @@
+"""Wiring of Kubernetes events (through Kopf) into the scheduling core."""

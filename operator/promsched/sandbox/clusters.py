@@ -1,0 +1,108 @@
+"""A running sandbox as its users see it: where its files are, its endpoints, and kubectl against it.
+
+The state of a sandbox is `DIR/sandbox.json`, written by `up` once every component is started; everything
+here reads that file, so any process (the CLI, a test fixture, the demo) can use a sandbox another started.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DIR = Path(".sandbox")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox is not in the state an operation needs; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    directory: str
+    bin_dir: str
+    release: str
+    node_names: list[str]
+    ports: dict[str, int]
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['prometheus']}"
+
+    @property
+    def exporter_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['exporter']}"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    directory: Path
+    state: SandboxState
+
+    @classmethod
+    def load(cls, directory: Path = DEFAULT_DIR) -> Sandbox:
+        state_file = directory / "sandbox.json"
+        if not state_file.exists():
+            raise SandboxError(
+                f"no sandbox in {directory}; start one with `promsched sandbox up --dir {directory}`"
+            )
+        return cls(directory.resolve(), SandboxState(**json.loads(state_file.read_text())))
+
+    def save(self) -> None:
+        (self.directory / "sandbox.json").write_text(json.dumps(asdict(self.state), indent=1))
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.state.prometheus_url
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self.state.node_names)
+
+    def binary(self, name: str) -> str:
+        return str(Path(self.state.bin_dir) / name)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the sandbox's kubectl with its admin kubeconfig; with `check`, a failure raises with stderr."""
+        command = [self.binary("kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
+        result = subprocess.run(
+            command, input=input, capture_output=True, text=True, check=False, timeout=300
+        )
+        if check and result.returncode != 0:
+            raise SandboxError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+            )
+        return result
+
+    def profiles(self) -> dict[str, dict[str, float]]:
+        with urllib.request.urlopen(f"{self.state.exporter_url}/profiles", timeout=10) as response:
+            document: dict[str, dict[str, float]] = json.load(response)
+        return document
+
+    def set_load(self, node: str, **changes: float) -> dict[str, Any]:
+        """Change a simulated node's load profile (cpu, memory, disk_busy, disk_used, network)."""
+        request = urllib.request.Request(
+            f"{self.state.exporter_url}/profiles/{node}",
+            data=json.dumps(changes).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                updated: dict[str, Any] = json.load(response)
+        except urllib.error.HTTPError as error:
+            raise SandboxError(f"setting the load of {node}: {error.read().decode().strip()}") from None
+        return updated

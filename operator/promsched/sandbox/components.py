@@ -1,0 +1,120 @@
+"""The pinned components of the sandbox: what is built from Go modules and what comes from Debian.
+
+Every version is fixed here so that two machines build the same control plane. The cache folder is
+named after `SANDBOX_RELEASE`, so changing a pin builds into a fresh folder instead of mixing binaries.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.7.0"
+HELM_VERSION = "v3.22.0"
+# helm reads the Kubernetes version it assumes for `.Capabilities` from ldflags; it tracks client-go.
+HELM_KUBE_MINOR = "37"
+PROMETHEUS_DEBIAN = "2.42.0+ds-5+deb12u1"
+NODE_EXPORTER_DEBIAN = "1.5.0-1+b6"
+
+SANDBOX_RELEASE = f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-helm-{HELM_VERSION}"
+GOMOD_DIR = Path(__file__).parent / "gomod"
+
+
+def cache_root() -> Path:
+    """Where built binaries live: `$PROMSCHED_CACHE` or `$XDG_CACHE_HOME/promsched` (default ~/.cache)."""
+    explicit = os.environ.get("PROMSCHED_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "promsched"
+
+
+def bin_dir() -> Path:
+    return cache_root() / SANDBOX_RELEASE / "bin"
+
+
+def _kube_ldflags() -> list[str]:
+    minor = KUBERNETES_VERSION.split(".")[1]
+    pairs = {
+        "k8s.io/component-base/version.gitVersion": KUBERNETES_VERSION,
+        "k8s.io/component-base/version.gitMajor": "1",
+        "k8s.io/component-base/version.gitMinor": minor,
+        "k8s.io/component-base/version.gitTreeState": "clean",
+        "k8s.io/client-go/pkg/version.gitVersion": KUBERNETES_VERSION,
+        "k8s.io/client-go/pkg/version.gitMajor": "1",
+        "k8s.io/client-go/pkg/version.gitMinor": minor,
+    }
+    return [f"-X {name}={value}" for name, value in pairs.items()]
+
+
+def _helm_ldflags() -> list[str]:
+    pairs = {
+        "helm.sh/helm/v3/internal/version.version": HELM_VERSION,
+        "helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor": "1",
+        "helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor": HELM_KUBE_MINOR,
+        "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor": "1",
+        "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor": HELM_KUBE_MINOR,
+    }
+    return [f"-X {name}={value}" for name, value in pairs.items()]
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """One `go build` producing one or more binaries.
+
+    `module_dir` is a wrapper module shipped with promsched (for modules that `go install` refuses);
+    when it is None, `packages` are built at their pinned versions in module-aware mode.
+    """
+
+    label: str
+    binaries: tuple[str, ...]
+    packages: tuple[str, ...]
+    ldflags: tuple[str, ...] = ()
+    module_dir: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+GO_BUILDS: tuple[GoBuild, ...] = (
+    GoBuild(
+        label=f"etcd {ETCD_VERSION}",
+        binaries=("etcd",),
+        packages=("go.etcd.io/etcd/server/v3",),
+        module_dir=GOMOD_DIR / "etcd",
+    ),
+    GoBuild(
+        label=f"kwok {KWOK_VERSION}",
+        binaries=("kwok",),
+        packages=(f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",),
+    ),
+    GoBuild(
+        label=f"helm {HELM_VERSION}",
+        binaries=("helm",),
+        packages=(f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",),
+        ldflags=tuple(_helm_ldflags()),
+    ),
+    GoBuild(
+        label=f"Kubernetes {KUBERNETES_VERSION} ({', '.join(KUBERNETES_COMMANDS)})",
+        binaries=KUBERNETES_COMMANDS,
+        packages=tuple(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS),
+        ldflags=tuple(_kube_ldflags()),
+        module_dir=GOMOD_DIR / "kubernetes",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class DebianPackage:
+    package: str
+    version: str
+    binary: str
+
+
+DEBIAN_PACKAGES: tuple[DebianPackage, ...] = (
+    DebianPackage("prometheus", PROMETHEUS_DEBIAN, "prometheus"),
+    DebianPackage("prometheus-node-exporter", NODE_EXPORTER_DEBIAN, "prometheus-node-exporter"),
+)

@@ -1,0 +1,111 @@
+"""`promsched sandbox install`: build or install every pinned component into the per-user cache.
+
+Idempotent: a component whose binaries are already in the cache is skipped, so a second run takes
+seconds. Go builds go to a temporary folder first and are moved into place only when complete, so an
+interrupted build never leaves a half-written binary that a later run would trust.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from promsched.sandbox.components import DEBIAN_PACKAGES, GO_BUILDS, DebianPackage, GoBuild, bin_dir
+
+Report = Callable[[str], None]
+
+
+class InstallError(RuntimeError):
+    """A component could not be built or installed; the message says what to do."""
+
+
+def _print(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def missing_binaries(build: GoBuild, target: Path) -> list[str]:
+    return [name for name in build.binaries if not os.access(target / name, os.X_OK)]
+
+
+def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, dict[str, str]]:
+    env = dict(os.environ, CGO_ENABLED="0", **build.env)
+    ldflags = " ".join(("-s", "-w", *build.ldflags))
+    if build.module_dir is not None:
+        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", f"{out_dir}/", *build.packages]
+        return cmd, build.module_dir, env
+    env["GOBIN"] = str(out_dir)
+    return ["go", "install", "-trimpath", "-ldflags", ldflags, *build.packages], None, env
+
+
+def build_go(build: GoBuild, target: Path, report: Report) -> None:
+    if shutil.which("go") is None:
+        raise InstallError("the `go` command is not on PATH; install Go 1.26 or newer to build the sandbox")
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="promsched-build-", dir=target.parent) as tmp:
+        out_dir = Path(tmp)
+        cmd, cwd, env = _go_command(build, out_dir)
+        report(f"  building {build.label} (first build takes minutes; Go caches make later ones fast)")
+        started = time.monotonic()
+        result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise InstallError(f"building {build.label} failed: {' '.join(cmd)}\n{result.stderr.strip()}")
+        for name in build.binaries:
+            built = out_dir / name
+            if not built.exists():
+                raise InstallError(f"building {build.label} produced no {name} binary")
+            os.replace(built, target / name)
+        report(f"  built {build.label} in {time.monotonic() - started:.0f}s")
+
+
+def _installed_debian_version(package: str) -> str | None:
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status} ${Version}", package], capture_output=True, text=True, check=False
+    )
+    words = result.stdout.split()
+    if result.returncode != 0 or "installed" not in words[:3]:
+        return None
+    return words[-1]
+
+
+def install_debian(packages: tuple[DebianPackage, ...], report: Report) -> None:
+    missing = [p for p in packages if _installed_debian_version(p.package) is None]
+    for package in packages:
+        version = _installed_debian_version(package.package)
+        if version is not None and version != package.version:
+            report(f"  {package.package} {version} is installed; promsched pins {package.version}")
+    if not missing:
+        return
+    specs = [f"{p.package}={p.version}" for p in missing]
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise InstallError(
+            f"missing Debian packages; run: sudo apt-get install --no-install-recommends {' '.join(specs)}"
+        )
+    report(f"  apt-get install {' '.join(specs)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    apt = ["apt-get", "install", "-y", "--no-install-recommends", *specs]
+    if subprocess.run(apt, env=env, capture_output=True, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
+        result = subprocess.run(apt, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise InstallError(f"apt-get install {' '.join(specs)} failed:\n{result.stderr.strip()}")
+
+
+def install(report: Report = _print) -> Path:
+    """Make every sandbox component available; returns the folder holding the built binaries."""
+    target = bin_dir()
+    started = time.monotonic()
+    report(f"promsched sandbox install -> {target}")
+    install_debian(DEBIAN_PACKAGES, report)
+    for build in GO_BUILDS:
+        if missing_binaries(build, target):
+            build_go(build, target, report)
+        else:
+            report(f"  {build.label}: cached")
+    report(f"sandbox components ready in {time.monotonic() - started:.0f}s")
+    return target

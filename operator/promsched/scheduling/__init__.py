@@ -1,0 +1,1 @@
+"""The scheduling core: queue, filters, scoring, assume cache, binding. Knows nothing of Kopf."""

@@ -1,0 +1,59 @@
+import json
+import re
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from promsched.sandbox.exporting import CPUS, MEMORY_TOTAL_BYTES, Exporter, NodeCounters
+from promsched.sandbox.profiles import LoadProfile
+
+
+def _sample(text: str, series: str) -> float:
+    match = re.search(rf"^{re.escape(series)} (\S+) \d+$", text, re.MULTILINE)
+    assert match, f"{series} not in the exposition"
+    return float(match.group(1))
+
+
+def test_counters_integrate_the_profile_and_stay_continuous_across_a_change() -> None:
+    node = NodeCounters(LoadProfile(cpu=25, disk_busy=50, network=1000), updated_at=100.0)
+    node.advance(110.0)
+    assert node.idle == 7.5
+    assert node.user + node.system == 2.5
+    assert node.io_time == 5.0
+    assert node.eth0_rx + node.eth0_tx == 10_000
+    node.profile = LoadProfile(cpu=100)
+    node.advance(120.0)
+    assert node.idle == 7.5
+    assert node.user + node.system == 12.5
+
+
+async def test_one_scrape_serves_every_node_with_its_instance(tmp_path: Path) -> None:
+    state = tmp_path / "profiles.json"
+    state.write_text(json.dumps({"node-0": {"memory": 25.0}, "node-1": {"memory": 75.0}}))
+    exporter = Exporter.from_state_file(state)
+    async with TestClient(TestServer(exporter.application())) as client:
+        text = await (await client.get("/metrics")).text()
+    assert (
+        _sample(text, 'node_memory_MemAvailable_bytes{instance="node-0:9100"}') == MEMORY_TOTAL_BYTES * 0.75
+    )
+    assert (
+        _sample(text, 'node_memory_MemAvailable_bytes{instance="node-1:9100"}') == MEMORY_TOTAL_BYTES * 0.25
+    )
+    assert text.count('mode="idle"') == 2 * CPUS
+    assert 'node_uname_info{instance="node-1:9100",nodename="node-1"' in text
+
+
+async def test_profiles_change_at_run_time_and_are_saved(tmp_path: Path) -> None:
+    state = tmp_path / "profiles.json"
+    state.write_text(json.dumps({"node-0": {}}))
+    exporter = Exporter.from_state_file(state)
+    async with TestClient(TestServer(exporter.application())) as client:
+        updated = await client.put("/profiles/node-0", json={"cpu": 91, "diskUsed": 12})
+        assert updated.status == 200
+        assert (await updated.json())["cpu"] == 91
+        rejected = await client.put("/profiles/node-0", json={"cpu": 191})
+        assert rejected.status == 400
+        assert "node-0.cpu" in await rejected.text()
+        missing = await client.put("/profiles/node-7", json={"cpu": 1})
+        assert missing.status == 404
+    assert json.loads(state.read_text())["node-0"]["disk_used"] == 12

@@ -1,0 +1,62 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+from promsched.sandbox.clusters import SandboxError
+from promsched.sandbox.launching import Supervisor, node_manifest, wait_until
+from promsched.sandbox.profiles import LoadProfile, NodeSetup
+
+
+def test_supervisor_stops_what_it_started_and_forgets_it(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path)
+    process = supervisor.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    assert process.alive()
+    assert supervisor.get("sleeper") == process
+    assert supervisor.stop_all(lambda _line: None) == ["sleeper"]
+    assert not process.alive()
+    assert supervisor.recorded() == []
+
+
+def test_a_recycled_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path)
+    process = supervisor.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    pid_file = tmp_path / "pids" / "sleeper.pid"
+    pid_file.write_text(f"{process.pid} 1\n")
+    recorded = supervisor.get("sleeper")
+    assert recorded is not None
+    assert not recorded.alive()
+    pid_file.write_text(f"{process.pid} {process.started}\n")
+    supervisor.stop_all(lambda _line: None)
+
+
+def test_waiting_on_a_dead_process_fails_early_with_its_log(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path)
+    process = supervisor.spawn(
+        "crasher", [sys.executable, "-c", "print('bad flag --x'); raise SystemExit(3)"]
+    )
+    with pytest.raises(SandboxError, match="bad flag --x"):
+        wait_until("the impossible", lambda: False, timeout=30, process=process, supervisor=supervisor)
+
+
+def test_nodes_are_kwok_managed_with_real_looking_status() -> None:
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    manifest = node_manifest("node-4", 4, NodeSetup(LoadProfile(), {"gpu": "true"}, [taint]))
+    assert manifest["metadata"] == {
+        "name": "node-4",
+        "labels": {
+            "kubernetes.io/hostname": "node-4",
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/zone": "zone-b",
+            "node.kubernetes.io/instance-type": "sandbox-4c16g",
+            "type": "kwok",
+            "gpu": "true",
+        },
+        "annotations": {"kwok.x-k8s.io/node": "fake"},
+    }
+    assert manifest["spec"] == {"taints": [taint]}
+    status = manifest["status"]
+    assert isinstance(status, dict)
+    assert {"type": "InternalIP", "address": "10.1.0.5"} in status["addresses"]
+    assert status["allocatable"]["pods"] == "110"
