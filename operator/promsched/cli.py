@@ -22,7 +22,8 @@ def _sandbox_install(_args: argparse.Namespace) -> int:
 def _sandbox_up(args: argparse.Namespace) -> int:
     from promsched.sandbox import launching
 
-    sandbox = launching.up(args.dir, nodes=args.nodes, profiles_file=args.profiles)
+    history = None if args.history_minutes is None else args.history_minutes * 60.0
+    sandbox = launching.up(args.dir, nodes=args.nodes, profiles_file=args.profiles, history=history)
     print(f"export KUBECONFIG={sandbox.kubeconfig}")
     print(f"export PROMETHEUS_URL={sandbox.prometheus_url}")
     print(f"export PATH={sandbox.state.bin_dir}:$PATH")
@@ -74,6 +75,9 @@ def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     start = actions.add_parser("up", parents=[directory], help="start a sandbox")
     start.add_argument("--nodes", type=int, default=6, help="simulated nodes (default 6)")
     start.add_argument("--profiles", type=Path, help="YAML load profiles per node")
+    start.add_argument(
+        "--history-minutes", type=float, help="metric history to backfill (default 65, or 10 above 100 nodes)"
+    )
     start.set_defaults(run=_sandbox_up)
     actions.add_parser("status", parents=[directory], help="each component's state").set_defaults(
         run=_sandbox_status

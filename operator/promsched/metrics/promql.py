@@ -13,9 +13,10 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # Characters with a meaning in RE2 outside a character class.
 _REGEX_SPECIALS = frozenset(r"\.+*?()|[]{}^$")
-# Python-only constructs RE2 (Prometheus's regex engine) rejects: lookaround, backreferences,
-# atomic groups, conditionals, \Z.
-_NOT_RE2 = re.compile(r"\(\?(?:[=!>(]|<[=!]|P=)|\\(?:[1-9]|Z)")
+# Python-only constructs RE2 (Prometheus's regex engine) rejects: lookaround, atomic groups and
+# conditionals after "(?", backreferences and \Z after a backslash.
+_NOT_RE2_GROUPS = ("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?P=")
+_NOT_RE2_ESCAPES = frozenset("123456789Z")
 _UNIT_MILLIS = (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
 
 
@@ -49,16 +50,40 @@ def metric_name(name: str) -> str:
 
 
 def regex_escape(text: str) -> str:
-    """An RE2 regex matching exactly `text` (re.escape's output is not all valid RE2, e.g. ``\\ ``)."""
-    parts = []
-    for char in text:
-        if char in _REGEX_SPECIALS:
-            parts.append("\\" + char)
-        elif char.isprintable():
-            parts.append(char)
-        else:
-            parts.append(f"\\x{{{ord(char):x}}}")
-    return "".join(parts)
+    """An RE2 regex matching exactly `text`.
+
+    Only RE2's metacharacters are escaped (re.escape's output is not all valid RE2, e.g. ``\\ ``);
+    control characters stay literal, which RE2 accepts, and `quote` escapes them in the literal.
+    """
+    return "".join("\\" + char if char in _REGEX_SPECIALS else char for char in text)
+
+
+def _first_non_re2(pattern: str) -> str | None:
+    index = 0
+    in_class = False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            escaped = pattern[index + 1 : index + 2]
+            if escaped and escaped in _NOT_RE2_ESCAPES and not in_class:
+                return char + escaped
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            index += 1
+            # A "]" first in a class ("[]a]", "[^]a]") is a member, not the class's end.
+            index += pattern.startswith("^", index)
+            index += pattern.startswith("]", index)
+            continue
+        elif char == "(":
+            group = next((group for group in _NOT_RE2_GROUPS if pattern.startswith(group, index)), None)
+            if group:
+                return group
+        index += 1
+    return None
 
 
 def checked_regex(pattern: str) -> str:
@@ -71,9 +96,9 @@ def checked_regex(pattern: str) -> str:
         re.compile(pattern)
     except re.error as error:
         raise ValueError(f"{pattern!r} is not a valid regular expression: {error}") from None
-    unsupported = _NOT_RE2.search(pattern)
+    unsupported = _first_non_re2(pattern)
     if unsupported:
-        raise ValueError(f"{pattern!r} uses {unsupported.group()!r}, which Prometheus's RE2 does not support")
+        raise ValueError(f"{pattern!r} uses {unsupported!r}, which Prometheus's RE2 does not support")
     return pattern
 
 

@@ -8,6 +8,7 @@ query would fail the same way), and fails with a `PrometheusError` subclass nami
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
@@ -72,7 +73,8 @@ class BasicAuth:
     password: Callable[[], Awaitable[str]]
 
     async def header(self) -> str:
-        return aiohttp.BasicAuth(await self.username(), await self.password()).encode()
+        credentials = f"{await self.username()}:{await self.password()}"
+        return "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,9 @@ class PrometheusClient:
             try:
                 headers["Authorization"] = await self.endpoint.authorization.header()
             except Exception as error:  # a missing or unreadable Secret is this query's failure
-                raise PrometheusError(f"cannot read the Prometheus credentials: {error}", query=query) from error
+                raise PrometheusError(
+                    f"cannot read the Prometheus credentials: {error}", query=query
+                ) from error
         try:
             async with self._get_session().post(
                 self._query_url, data=form, headers=headers, allow_redirects=False

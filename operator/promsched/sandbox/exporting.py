@@ -18,6 +18,7 @@ from aiohttp import web
 
 from promsched.sandbox.profiles import LoadProfile, ProfileError
 
+JOB = "sandbox-nodes"
 CPUS = 2
 MEMORY_TOTAL_BYTES = 16 * 1024**3
 FILESYSTEM_SIZE_BYTES = 100 * 1024**3
@@ -66,31 +67,67 @@ HELP = {
 }
 
 
-def render_node(name: str, node: NodeCounters, stamp: int) -> list[str]:
-    """One node's exposition lines, each with the sample timestamp in milliseconds."""
+def node_samples(name: str, node: NodeCounters) -> list[tuple[str, str]]:
+    """One node's samples as (series, formatted value) pairs; every series' name opens its text."""
     inst = f'instance="{name}:9100"'
     fs = 'device="/dev/vda1",fstype="ext4",mountpoint="/"'
-    lines = []
+    samples = []
     for cpu in range(CPUS):
         for mode, value in (("idle", node.idle), ("user", node.user), ("system", node.system)):
-            lines.append(f'node_cpu_seconds_total{{{inst},cpu="{cpu}",mode="{mode}"}} {value:.6f} {stamp}')
+            samples.append((f'node_cpu_seconds_total{{{inst},cpu="{cpu}",mode="{mode}"}}', f"{value:.6f}"))
     available = MEMORY_TOTAL_BYTES * (1.0 - node.profile.memory / 100.0)
     free_space = FILESYSTEM_SIZE_BYTES * (1.0 - node.profile.disk_used / 100.0)
-    lines += [
-        f"node_memory_MemAvailable_bytes{{{inst}}} {available:.0f} {stamp}",
-        f"node_memory_MemTotal_bytes{{{inst}}} {MEMORY_TOTAL_BYTES} {stamp}",
-        f"node_filesystem_avail_bytes{{{inst},{fs}}} {free_space:.0f} {stamp}",
-        f"node_filesystem_size_bytes{{{inst},{fs}}} {FILESYSTEM_SIZE_BYTES} {stamp}",
-        f'node_disk_io_time_seconds_total{{{inst},device="vda"}} {node.io_time:.6f} {stamp}',
-        f'node_network_receive_bytes_total{{{inst},device="eth0"}} {node.eth0_rx:.3f} {stamp}',
-        f'node_network_transmit_bytes_total{{{inst},device="eth0"}} {node.eth0_tx:.3f} {stamp}',
-        f'node_network_receive_bytes_total{{{inst},device="lo"}} {node.lo_bytes:.3f} {stamp}',
-        f'node_network_transmit_bytes_total{{{inst},device="lo"}} {node.lo_bytes:.3f} {stamp}',
-        f'node_network_speed_bytes{{{inst},device="eth0"}} {ETH0_SPEED_BYTES} {stamp}',
-        f'node_uname_info{{{inst},nodename="{name}",sysname="Linux",machine="x86_64",'
-        f'release="6.1.0-promsched-sandbox"}} 1 {stamp}',
+    samples += [
+        (f"node_memory_MemAvailable_bytes{{{inst}}}", f"{available:.0f}"),
+        (f"node_memory_MemTotal_bytes{{{inst}}}", f"{MEMORY_TOTAL_BYTES}"),
+        (f"node_filesystem_avail_bytes{{{inst},{fs}}}", f"{free_space:.0f}"),
+        (f"node_filesystem_size_bytes{{{inst},{fs}}}", f"{FILESYSTEM_SIZE_BYTES}"),
+        (f'node_disk_io_time_seconds_total{{{inst},device="vda"}}', f"{node.io_time:.6f}"),
+        (f'node_network_receive_bytes_total{{{inst},device="eth0"}}', f"{node.eth0_rx:.3f}"),
+        (f'node_network_transmit_bytes_total{{{inst},device="eth0"}}', f"{node.eth0_tx:.3f}"),
+        (f'node_network_receive_bytes_total{{{inst},device="lo"}}', f"{node.lo_bytes:.3f}"),
+        (f'node_network_transmit_bytes_total{{{inst},device="lo"}}', f"{node.lo_bytes:.3f}"),
+        (f'node_network_speed_bytes{{{inst},device="eth0"}}', f"{ETH0_SPEED_BYTES}"),
+        (
+            f'node_uname_info{{{inst},nodename="{name}",sysname="Linux",machine="x86_64",'
+            'release="6.1.0-promsched-sandbox"}',
+            "1",
+        ),
     ]
-    return lines
+    return samples
+
+
+def write_history(
+    profiles: dict[str, LoadProfile], since: float, until: float, step: float, out: Path
+) -> int:
+    """Write the series from `since` to `until` as OpenMetrics for `promtool tsdb create-blocks-from`.
+
+    Prometheus' rate() divides by the whole window, so a fresh sandbox would under-report every rate
+    until a window's worth of scrapes exists; backfilled history makes windows exact from the start.
+    OpenMetrics wants each metric family contiguous, so lines are gathered per family before writing.
+    Returns the number of samples written.
+    """
+    # A scrape adds the target's `job`; backfilled samples carry it too, or they would be other series.
+    job = f'job="{JOB}"'
+    families: dict[str, list[str]] = {}
+    count = 0
+    stamp = since
+    while stamp < until:
+        for name, profile in profiles.items():
+            node = NodeCounters(profile, since)
+            node.advance(stamp)
+            for series, value in node_samples(name, node):
+                family, _, labels = series.partition("{")
+                line = f"{family}{{{job},{labels} {value} {stamp:.3f}"
+                families.setdefault(family, []).append(line)
+                count += 1
+        stamp += step
+    with out.open("w") as stream:
+        for lines in families.values():
+            stream.write("\n".join(lines))
+            stream.write("\n")
+        stream.write("# EOF\n")
+    return count
 
 
 @dataclass
@@ -99,10 +136,11 @@ class Exporter:
     nodes: dict[str, NodeCounters] = field(default_factory=dict)
 
     @classmethod
-    def from_state_file(cls, state_file: Path) -> Exporter:
+    def from_state_file(cls, state_file: Path, since: float | None = None) -> Exporter:
+        """Counters start at `since` (the start of the backfilled history) so the two are continuous."""
         profiles = json.loads(state_file.read_text())
-        now = time.time()
-        nodes = {name: NodeCounters(LoadProfile(**values), now) for name, values in profiles.items()}
+        start = time.time() if since is None else since
+        nodes = {name: NodeCounters(LoadProfile(**values), start) for name, values in profiles.items()}
         return cls(state_file, nodes)
 
     def _save(self) -> None:
@@ -117,7 +155,7 @@ class Exporter:
         lines = [f"# TYPE {metric} {kind}" for metric, kind in HELP.items()]
         for name, node in self.nodes.items():
             node.advance(now)
-            lines += render_node(name, node, stamp)
+            lines += [f"{series} {value} {stamp}" for series, value in node_samples(name, node)]
         return "\n".join(lines) + "\n"
 
     async def metrics(self, _request: web.Request) -> web.Response:
@@ -155,8 +193,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve node_exporter-format series for simulated nodes.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True, help="JSON file of node name -> load profile")
+    parser.add_argument("--since", type=float, help="Unix time the counters started (default: now)")
     args = parser.parse_args()
-    exporter = Exporter.from_state_file(args.state)
+    exporter = Exporter.from_state_file(args.state, args.since)
     web.run_app(exporter.application(), host="127.0.0.1", port=args.port, print=None, access_log=None)
 
 

@@ -37,7 +37,9 @@ def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, 
     env = dict(os.environ, CGO_ENABLED="0", **build.env)
     ldflags = " ".join(("-s", "-w", *build.ldflags))
     if build.module_dir is not None:
-        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", f"{out_dir}/", *build.packages]
+        # Go names a binary after its package path (`server` for etcd's `.../server/v3`): name it ourselves.
+        output = f"{out_dir}/{build.binaries[0]}" if len(build.binaries) == 1 else f"{out_dir}/"
+        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", output, *build.packages]
         return cmd, build.module_dir, env
     env["GOBIN"] = str(out_dir)
     return ["go", "install", "-trimpath", "-ldflags", ldflags, *build.packages], None, env

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import certifying, installing
+from promsched.sandbox import certifying, exporting, installing
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
-from promsched.sandbox.components import KUBERNETES_VERSION, SANDBOX_RELEASE
-from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
+from promsched.sandbox.components import SANDBOX_RELEASE
+from promsched.sandbox.profiles import LoadProfile, NodeSetup, load_profiles_file, parse_profiles
 
 Report = Callable[[str], None]
 COMPONENTS = (
@@ -45,6 +45,13 @@ COMPONENTS = (
 ZONES = ("zone-a", "zone-b", "zone-c")
 SCRAPE_INTERVAL = "2s"
 SERVICE_CIDR = "10.96.0.0/16"
+HISTORY_STEP = 15.0
+
+
+def default_history(nodes: int) -> float:
+    """Seconds of backfilled metric history: past the original plugins' 60-minute network window for
+    small sandboxes; shorter for large ones, whose backfill would otherwise take minutes."""
+    return 65 * 60.0 if nodes <= 100 else 10 * 60.0
 
 
 def _print(line: str) -> None:
@@ -121,18 +128,18 @@ class Supervisor:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop_all(self, report: Report, grace: float = 10.0) -> list[str]:
-        """SIGTERM every recorded live process group, SIGKILL what is left after `grace` seconds."""
+        """Stop every recorded live process group, last started first (clients before the servers they
+        need, so none hangs on a dead dependency); SIGKILL what ignores SIGTERM for `grace` seconds."""
         alive = [p for p in self.recorded() if p.alive()]
-        for process in reversed(alive):
+        alive.sort(key=lambda p: int(p.started or 0), reverse=True)
+        for process in alive:
             _signal_group(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(p.alive() for p in alive):
-            time.sleep(0.1)
-        for process in alive:
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and process.alive():
+                time.sleep(0.05)
             if process.alive():
-                report(f"  {process.name} did not stop on SIGTERM; killing it")
+                report(f"  {process.name} did not stop on SIGTERM within {grace:.0f}s; killing it")
                 _signal_group(process.pid, signal.SIGKILL)
-        for process in alive:
             _reap(process.pid)
         for path in self.pids.glob("*.pid") if self.pids.exists() else []:
             path.unlink()
@@ -226,11 +233,6 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
             ],
             "capacity": resources,
             "allocatable": resources | {"cpu": "3900m", "memory": "15Gi"},
-            "nodeInfo": {
-                "kubeletVersion": KUBERNETES_VERSION,
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
         },
     }
 
@@ -241,7 +243,7 @@ def _prometheus_config(state: SandboxState) -> dict[str, object]:
         "scrape_configs": [
             # One target serves every simulated node; honor_labels keeps each series' own `instance`.
             {
-                "job_name": "sandbox-nodes",
+                "job_name": exporting.JOB,
                 "honor_labels": True,
                 "static_configs": [{"targets": [f"127.0.0.1:{state.ports['exporter']}"]}],
             },
@@ -275,9 +277,16 @@ def _ready_nodes(sandbox: Sandbox) -> int:
 
 
 def up(
-    directory: Path = DEFAULT_DIR, nodes: int = 6, profiles_file: Path | None = None, report: Report = _print
+    directory: Path = DEFAULT_DIR,
+    nodes: int = 6,
+    profiles_file: Path | None = None,
+    history: float | None = None,
+    report: Report = _print,
 ) -> Sandbox:
-    """Start a sandbox in `directory`; returns once every component is ready."""
+    """Start a sandbox in `directory`; returns once every component is ready.
+
+    `history` is the seconds of metric history backfilled before Prometheus starts (default by size).
+    """
     started_at = time.monotonic()
     directory = directory.resolve()
     supervisor = Supervisor(directory)
@@ -319,7 +328,9 @@ def up(
     try:
         _start_control_plane(sandbox, supervisor, pki, report)
         _start_nodes(sandbox, supervisor, setups, report)
-        _start_metrics(sandbox, supervisor, setups, report)
+        _start_metrics(
+            sandbox, supervisor, setups, default_history(nodes) if history is None else history, report
+        )
     except BaseException:
         report("start-up failed; stopping what was started")
         supervisor.stop_all(report)
@@ -463,13 +474,30 @@ def _start_nodes(
     )
 
 
+def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float) -> None:
+    backfill = directory / "history.om"
+    exporting.write_history(profiles, since, time.time(), HISTORY_STEP, backfill)
+    command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
+    result = subprocess.run(
+        [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
+    )
+    backfill.unlink()
+    if result.returncode != 0:
+        raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
+
+
 def _start_metrics(
-    sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], report: Report
+    sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
 ) -> None:
     state = sandbox.state
     directory = sandbox.directory
-    report("  node-metrics exporter, prometheus-node-exporter, Prometheus")
+    report(
+        f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, Prometheus"
+    )
     (directory / "profiles.json").write_text(json.dumps({n: s.load.as_dict() for n, s in setups.items()}))
+    since = time.time() - history
+    if history > 0:
+        _backfill(directory, {n: s.load for n, s in setups.items()}, since)
     exporter = supervisor.spawn(
         "exporter",
         [
@@ -478,6 +506,7 @@ def _start_metrics(
             "promsched.sandbox.exporting",
             f"--port={state.ports['exporter']}",
             f"--state={directory / 'profiles.json'}",
+            f"--since={since}",
         ],
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
@@ -525,7 +554,7 @@ def _start_metrics(
             len(
                 _prometheus_query(
                     state.prometheus_url,
-                    'sum by (instance) (rate(node_cpu_seconds_total{job="sandbox-nodes"}[1m]))',
+                    f'sum by (instance) (rate(node_cpu_seconds_total{{job="{exporting.JOB}"}}[1m]))',
                 )
             )
             == count

@@ -1,0 +1,163 @@
+"""Which node a series belongs to, per the policy's nodeIdentity.
+
+- UnameNodename: the query is joined with ``node_uname_info`` on ``instance``, so each result series
+  carries the node's ``nodename``.
+- Label: a label holds the node name, possibly with a ``:port`` suffix (``node-0:9100``,
+  ``[::1]:9100``).
+- InternalIP: a label holds the node's address (``:port`` stripped), looked up in the addresses the
+  caller collected from Node objects.
+
+Series that map to no known node, and nodes with more than one series, are reported, never merged: two
+values for one node mean the query or the identity is wrong, and guessing would hide it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from promsched.api.policies import NodeIdentity as NodeIdentitySpec
+from promsched.api.policies import NodeIdentitySource
+from promsched.metrics import promql
+from promsched.metrics.samples import QueryResult, Series
+
+EXAMPLES_KEPT = 20  # series quoted per report list; the counts stay exact
+
+_UNAME_JOIN = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
+
+
+def strip_port(address: str) -> str:
+    """``host:port`` -> ``host``, ``[v6]:port`` -> ``v6``; a bare IPv6 address is kept whole."""
+    if address.startswith("["):
+        end = address.find("]")
+        return address[1:end] if end > 0 else address
+    host, colon, port = address.rpartition(":")
+    if colon and host and ":" not in host and port.isdigit():
+        return host
+    return address
+
+
+def _canonical_address(address: str) -> str:
+    # fd00:0::1 and fd00::1 are one address; compare them in one spelling.
+    try:
+        return ipaddress.ip_address(address).compressed
+    except ValueError:
+        return address
+
+
+@dataclass(frozen=True)
+class NodeDirectory:
+    """The nodes series may belong to; `addresses` (InternalIP -> node name) serves InternalIP identity."""
+
+    names: frozenset[str]
+    addresses: Mapping[str, str] = field(default_factory=dict)
+    _by_address: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_address = {_canonical_address(address): node for address, node in self.addresses.items()}
+        object.__setattr__(self, "_by_address", by_address)
+
+    @classmethod
+    def of(cls, names: Iterable[str], addresses: Mapping[str, str] | None = None) -> NodeDirectory:
+        return cls(frozenset(names), dict(addresses or {}))
+
+    def node_at(self, address: str) -> str | None:
+        return self._by_address.get(_canonical_address(address))
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    source: NodeIdentitySource
+    label: str = "instance"
+
+    @classmethod
+    def from_spec(cls, spec: NodeIdentitySpec) -> NodeIdentity:
+        return cls(spec.source, spec.label or "instance")
+
+    @property
+    def grouping_label(self) -> str:
+        """The label a query must keep (aggregate ``by``) so its result can be mapped to nodes."""
+        return (
+            "instance" if self.source is NodeIdentitySource.UNAME_NODENAME else promql.label_name(self.label)
+        )
+
+    @property
+    def node_label(self) -> str:
+        """The result label that names (or addresses) the node."""
+        return "nodename" if self.source is NodeIdentitySource.UNAME_NODENAME else self.label
+
+    def wrap(self, expression: str) -> str:
+        """`expression` (grouped by `grouping_label`) made to carry what `node_of` reads."""
+        if self.source is NodeIdentitySource.UNAME_NODENAME:
+            # max by (...) collapses node_uname_info scraped by several jobs, which would else be a
+            # many-to-many match error.
+            return f"({expression}){_UNAME_JOIN}"
+        return expression
+
+    def node_of(self, labels: Mapping[str, str], directory: NodeDirectory) -> str | None:
+        value = labels.get(self.node_label)
+        if value is None:
+            return None
+        if self.source is NodeIdentitySource.UNAME_NODENAME:
+            return value
+        if self.source is NodeIdentitySource.LABEL:
+            return strip_port(value)
+        return directory.node_at(strip_port(value))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesReport:
+    """What a query returned that could not be used, as short readable strings."""
+
+    unmatched: tuple[str, ...] = ()  # series for no known node (first EXAMPLES_KEPT)
+    unmatched_count: int = 0
+    duplicate_nodes: tuple[str, ...] = ()  # nodes with more than one series, left without a value
+    non_finite: tuple[str, ...] = ()  # series whose value was NaN or ±Inf (first EXAMPLES_KEPT)
+    non_finite_count: int = 0
+    warnings: tuple[str, ...] = ()  # Prometheus's warnings for the query
+
+    @property
+    def clean(self) -> bool:
+        return not (self.unmatched_count or self.duplicate_nodes or self.non_finite_count or self.warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    by_node: Mapping[str, Series]
+    report: SeriesReport
+
+
+def _describe(series: Series, identity: NodeIdentity) -> str:
+    value = series.labels.get(identity.node_label)
+    if value is None:
+        labels = ",".join(f"{name}={promql.quote(text)}" for name, text in sorted(series.labels.items()))
+        return f"no {identity.node_label} label: {{{labels}}}"
+    return f"{identity.node_label}={promql.quote(value)}"
+
+
+def assign_nodes(result: QueryResult, identity: NodeIdentity, directory: NodeDirectory) -> Assignment:
+    """The query's series keyed by node name, and a report of those that were not usable."""
+    by_node: dict[str, Series] = {}
+    duplicates: set[str] = set()
+    unmatched: list[str] = []
+    for series in result.series:
+        node = identity.node_of(series.labels, directory)
+        if node is None or node not in directory.names:
+            unmatched.append(_describe(series, identity))
+        elif node in by_node:
+            duplicates.add(node)
+        else:
+            by_node[node] = series
+    for node in duplicates:
+        del by_node[node]
+    non_finite = [f"{_describe(series, identity)} = {series.value}" for series in result.non_finite]
+    report = SeriesReport(
+        unmatched=tuple(unmatched[:EXAMPLES_KEPT]),
+        unmatched_count=len(unmatched),
+        duplicate_nodes=tuple(sorted(duplicates)),
+        non_finite=tuple(non_finite[:EXAMPLES_KEPT]),
+        non_finite_count=len(non_finite),
+        warnings=result.warnings,
+    )
+    return Assignment(by_node=by_node, report=report)

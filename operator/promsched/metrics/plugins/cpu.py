@@ -1,0 +1,18 @@
+"""cpu: busy percent, 100 x (1 - the average idle rate over all CPUs) over timeRange.
+
+timeRange 0s uses a 1m rate window: CPU time is a counter and has no instant value.
+"""
+
+from __future__ import annotations
+
+from promsched.metrics import promql
+from promsched.metrics.plugins.interface import LoadPlugin, counter_window
+
+
+class CpuPlugin(LoadPlugin):
+    load_name = "cpu load"
+
+    def expression(self, by: str) -> str:
+        idle = promql.selector("node_cpu_seconds_total", promql.equals("mode", "idle"))
+        window = counter_window(self.time_range_seconds)
+        return f"100 * (1 - avg by ({by}) (rate({idle}[{window}])))"

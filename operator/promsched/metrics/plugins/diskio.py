@@ -1,0 +1,26 @@
+"""diskIO: busy percent of the busiest matching disk (the rate of io time, seconds per second).
+
+timeRange 0s uses a 1m rate window (io time is a counter). devicePattern is an RE2 regex over `device`.
+"""
+
+from __future__ import annotations
+
+from promsched.api.policies import DEFAULT_DISK_DEVICE_PATTERN, PluginSpec
+from promsched.metrics import promql
+from promsched.metrics.identifying import NodeIdentity
+from promsched.metrics.plugins.interface import LoadPlugin, counter_window
+
+
+class DiskIOPlugin(LoadPlugin):
+    load_name = "disk busy"
+
+    def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
+        self.device_pattern = spec.device_pattern or DEFAULT_DISK_DEVICE_PATTERN
+        super().__init__(spec, identity)
+
+    def expression(self, by: str) -> str:
+        io_time = promql.selector(
+            "node_disk_io_time_seconds_total", promql.matches("device", self.device_pattern)
+        )
+        window = counter_window(self.time_range_seconds)
+        return f"100 * max by ({by}) (rate({io_time}[{window}]))"

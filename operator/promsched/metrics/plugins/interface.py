@@ -1,0 +1,110 @@
+"""What every plugin provides: one query for all nodes, and scores from its per-node results.
+
+Scores run from 0 to 100, higher is better. Where the raw value is a percentage the score is absolute
+(100 - load%), so 1% and 2% CPU score 99 and 98, not 100 and 50. Only unbounded values are scaled
+relative to the other nodes (min-max); when all such values are equal every node scores
+`ALL_EQUAL_SCORE`: no node is worse than another.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import ClassVar
+
+from promsched.api.policies import PluginSpec
+from promsched.metrics import promql
+from promsched.metrics.identifying import NodeIdentity
+from promsched.metrics.samples import Sample, Series
+
+ALL_EQUAL_SCORE = 100.0
+# A counter has no instant value: rate() needs a window. timeRange 0s ("instant", as the original
+# plugins had it) rates counters over this short window instead.
+INSTANT_COUNTER_WINDOW_SECONDS = 60.0
+
+
+def clamp_percent(value: float) -> float:
+    return min(max(value, 0.0), 100.0)
+
+
+def relative_scores(values: Mapping[str, float], *, higher_is_better: bool) -> dict[str, float]:
+    """Min-max scaling across nodes: the best node scores 100, the worst 0."""
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    if high == low:
+        return dict.fromkeys(values, ALL_EQUAL_SCORE)
+    span = high - low
+    if higher_is_better:
+        return {node: 100.0 * (value - low) / span for node, value in values.items()}
+    return {node: 100.0 * (high - value) / span for node, value in values.items()}
+
+
+def counter_window(seconds: float) -> str:
+    """The rate() range for a counter: the plugin's timeRange, or the short default for 0s."""
+    return promql.duration(seconds or INSTANT_COUNTER_WINDOW_SECONDS)
+
+
+def used_percent(available: str, total: str, by: str) -> str:
+    """Percent of `total` not `available`, per series, then the worst series per `by` value."""
+    return f"100 * max by ({by}) (1 - {available} / ({total} > 0))"
+
+
+class Plugin(ABC):
+    """A plugin compiled from its policy entry: `query` is the exact text sent on every refresh."""
+
+    def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
+        self.name = spec.name
+        self.weight = spec.weight
+        self.threshold = spec.threshold
+        self.time_range_seconds = spec.time_range_seconds
+        self.identity = identity
+        # Subclasses set their own settings before calling this, so the query can use them.
+        self.query = self.build_query()
+
+    @abstractmethod
+    def build_query(self) -> str:
+        """The PromQL giving one series per node, as `identity` maps them."""
+
+    @abstractmethod
+    def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
+        """Each node's value, score and threshold verdict."""
+
+    @property
+    @abstractmethod
+    def threshold_reason(self) -> str:
+        """The filter reason for nodes past the threshold; equal for all nodes so reasons aggregate."""
+
+    @abstractmethod
+    def describe(self, value: float) -> str:
+        """A raw value as a reader would like it in a filter reason (``cpu load 91%``)."""
+
+
+class LoadPlugin(Plugin):
+    """A built-in whose value is a load percentage of the node (busy, used): score = 100 - load."""
+
+    load_name: ClassVar[str]  # what the percentage measures, e.g. "cpu load"
+
+    def build_query(self) -> str:
+        return self.identity.wrap(self.expression(self.identity.grouping_label))
+
+    @abstractmethod
+    def expression(self, by: str) -> str:
+        """PromQL for the load percent, one series per value of label `by`."""
+
+    def load_sample(self, series: Series) -> Sample:
+        load = clamp_percent(series.value)
+        over = self.threshold is not None and load > self.threshold
+        return Sample(
+            value=series.value, sample_time=series.timestamp, score=100.0 - load, over_threshold=over
+        )
+
+    def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
+        return {node: self.load_sample(series) for node, series in by_node.items()}
+
+    @property
+    def threshold_reason(self) -> str:
+        return f"{self.load_name} above {self.threshold:g}%"
+
+    def describe(self, value: float) -> str:
+        return f"{self.load_name} {value:.0f}%"

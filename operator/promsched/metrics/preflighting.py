@@ -1,0 +1,55 @@
+"""Preflight: every plugin query once, reported in the shape of ``status.preflight``.
+
+It says which queries Prometheus rejects (with Prometheus's own error text) and which nodes a working
+query has no usable series for (none at all, or several, see `SeriesReport`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from promsched.api.policies import MissingSeries, Preflight, PreflightQuery
+from promsched.metrics.errors import PrometheusError, PrometheusQueryError
+from promsched.metrics.identifying import EXAMPLES_KEPT, NodeDirectory
+from promsched.metrics.planning import Plan
+from promsched.metrics.querying import PrometheusClient
+from promsched.metrics.refreshing import take_snapshot
+from promsched.metrics.snapshots import Snapshot
+
+_ERROR_CHARS = 1024  # status.preflight.queries[].error's limit
+
+
+def _error_text(error: PrometheusError) -> str:
+    text = f"{error.error_type}: {error.error}" if isinstance(error, PrometheusQueryError) else error.message
+    return text[:_ERROR_CHARS]
+
+
+def preflight_report(snapshot: Snapshot, nodes: Iterable[str]) -> Preflight:
+    """The preflight status for a snapshot that has just been taken."""
+    names = sorted(set(nodes))
+    queries = []
+    missing = []
+    for name, plugin_snapshot in snapshot.plugins.items():
+        error = plugin_snapshot.error
+        queries.append(
+            PreflightQuery(
+                plugin=name,
+                query=plugin_snapshot.plugin.query,
+                ok=error is None,
+                error=None if error is None else _error_text(error),
+            )
+        )
+        if error is None:
+            without = [node for node in names if node not in plugin_snapshot.samples]
+            if without:
+                missing.append(MissingSeries(plugin=name, nodes=without[:EXAMPLES_KEPT], count=len(without)))
+    return Preflight(
+        checked_at=datetime.fromtimestamp(snapshot.taken_at, UTC), queries=queries, missing_series=missing
+    )
+
+
+async def preflight(plan: Plan, client: PrometheusClient, directory: NodeDirectory) -> Preflight:
+    """Run every query of `plan` once and report failures and nodes without series."""
+    snapshot = await take_snapshot(plan, client, directory)
+    return preflight_report(snapshot, directory.names)

@@ -1,0 +1,188 @@
+"""The refresh loop: one query per plugin per interval, all plugins concurrently, into a new snapshot.
+
+A plugin whose query fails keeps its previous samples (they age into staleness) and records the error;
+the other plugins are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from types import MappingProxyType
+
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.identifying import NodeDirectory, assign_nodes
+from promsched.metrics.planning import Plan
+from promsched.metrics.plugins import Plugin
+from promsched.metrics.querying import PrometheusClient, PrometheusEndpoint
+from promsched.metrics.snapshots import PluginSnapshot, Snapshot
+
+logger = logging.getLogger(__name__)
+
+
+class RefreshObserver:
+    """Hooks for the operator's own /metrics; subclass and override. The defaults do nothing."""
+
+    def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
+        """After each plugin query: its duration, and its error or None."""
+
+    def snapshot_taken(self, snapshot: Snapshot) -> None:
+        """After each refresh (metric age: ``snapshot.age_seconds(plugin, now)``)."""
+
+
+async def _refresh_plugin(
+    plugin: Plugin,
+    client: PrometheusClient,
+    directory: NodeDirectory,
+    at: float,
+    previous: PluginSnapshot | None,
+    observer: RefreshObserver,
+) -> PluginSnapshot:
+    started = time.monotonic()
+    try:
+        result = await client.query(plugin.query, at=at)
+    except PrometheusError as error:
+        observer.query_finished(plugin.name, time.monotonic() - started, error)
+        logger.warning("Plugin %s: %s", plugin.name, error)
+        if previous is None or previous.plugin.query != plugin.query:
+            return dataclasses.replace(PluginSnapshot.empty(plugin), error=error)
+        # Same query as before: keep its last values, scored by this plugin's (maybe new) settings.
+        samples = previous.samples if previous.plugin is plugin else plugin.samples(previous.series)
+        return PluginSnapshot(
+            plugin=plugin,
+            samples=MappingProxyType(samples),
+            series=previous.series,
+            refreshed_at=previous.refreshed_at,
+            error=error,
+            report=previous.report,
+        )
+    observer.query_finished(plugin.name, time.monotonic() - started, None)
+    assignment = assign_nodes(result, plugin.identity, directory)
+    return PluginSnapshot(
+        plugin=plugin,
+        samples=MappingProxyType(plugin.samples(assignment.by_node)),
+        series=MappingProxyType(dict(assignment.by_node)),
+        refreshed_at=at,
+        report=assignment.report,
+    )
+
+
+async def take_snapshot(
+    plan: Plan,
+    client: PrometheusClient,
+    directory: NodeDirectory,
+    *,
+    previous: Snapshot | None = None,
+    observer: RefreshObserver | None = None,
+) -> Snapshot:
+    """Query every plugin once (concurrently) and build the snapshot; `previous` supplies last values
+    for plugins whose query fails."""
+    # Evaluate at our own clock: staleness is judged against it, whatever Prometheus's clock says.
+    at = time.time()
+    refreshes = [
+        _refresh_plugin(
+            plugin,
+            client,
+            directory,
+            at,
+            previous.plugins.get(plugin.name) if previous is not None else None,
+            observer or RefreshObserver(),
+        )
+        for plugin in plan.plugins
+    ]
+    plugin_snapshots = await asyncio.gather(*refreshes)
+    plugins = {plugin_snapshot.plugin.name: plugin_snapshot for plugin_snapshot in plugin_snapshots}
+    return Snapshot(plan=plan, taken_at=at, plugins=MappingProxyType(plugins))
+
+
+class Refresher:
+    """Keeps a policy's snapshot fresh in a background task.
+
+    `nodes` is called before every refresh for the current node names (and InternalIP addresses).
+    `latest` is always a snapshot: until the first refresh it has no samples (every metric missing).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        endpoint: PrometheusEndpoint,
+        nodes: Callable[[], NodeDirectory],
+        *,
+        observer: RefreshObserver | None = None,
+    ) -> None:
+        self.plan = plan
+        self.endpoint = endpoint
+        self._nodes = nodes
+        self._observer = observer or RefreshObserver()
+        self._client = PrometheusClient(endpoint)
+        self._latest = Snapshot.empty(plan, time.time())
+        self._task: asyncio.Task[None] | None = None
+        self._refresh_lock = asyncio.Lock()
+
+    @property
+    def latest(self) -> Snapshot:
+        return self._latest
+
+    @property
+    def client(self) -> PrometheusClient:
+        return self._client
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start refreshing every refresh interval, the first time at once (call inside the loop)."""
+        if not self.running:
+            self._task = asyncio.create_task(self._run(), name=f"promsched-refresh-{id(self):x}")
+
+    async def refresh(self) -> Snapshot:
+        """Refresh now and return the new snapshot (also what the loop does each interval)."""
+        async with self._refresh_lock:
+            self._latest = await take_snapshot(
+                self.plan, self._client, self._nodes(), previous=self._latest, observer=self._observer
+            )
+        self._observer.snapshot_taken(self._latest)
+        return self._latest
+
+    async def update(self, plan: Plan, endpoint: PrometheusEndpoint) -> bool:
+        """Switch to a changed plan or endpoint, restarting the loop; False (nothing done) if unchanged.
+
+        The latest snapshot stays in use, under its own plan, until the new loop's first refresh.
+        """
+        if plan == self.plan and endpoint == self.endpoint:
+            return False
+        was_running = self.running
+        await self._cancel()
+        if endpoint != self.endpoint:
+            await self._client.close()
+            self._client = PrometheusClient(endpoint)
+        self.plan, self.endpoint = plan, endpoint
+        if was_running:
+            self.start()
+        return True
+
+    async def stop(self) -> None:
+        """Stop the loop and close the HTTP session; the latest snapshot stays readable."""
+        await self._cancel()
+        await self._client.close()
+
+    async def _cancel(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            # wait() lets the task's CancelledError go but still raises if we are cancelled ourselves.
+            await asyncio.wait([task])
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.refresh()
+            except Exception:  # a bug must not end the loop: log it and try again next interval
+                logger.exception("Refreshing the metric snapshot failed")
+            await asyncio.sleep(max(0.0, self.plan.refresh_interval_seconds - (loop.time() - started)))

@@ -1,0 +1,66 @@
+"""Immutable snapshots: every plugin's per-node samples from one refresh, with what went wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.identifying import SeriesReport
+from promsched.metrics.planning import Plan
+from promsched.metrics.plugins import Plugin
+from promsched.metrics.samples import Sample, Series
+
+_EMPTY: Mapping[str, Sample] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSnapshot:
+    """One plugin's part of a snapshot.
+
+    After a failed query the previous samples stay (they age until `staleAfter` makes them missing)
+    and `error` says why they were not renewed. `series` keeps the mapped series the samples were
+    computed from, so a changed plugin with the same query can rescore them.
+    """
+
+    plugin: Plugin
+    samples: Mapping[str, Sample]
+    series: Mapping[str, Series]
+    refreshed_at: float | None  # unix time of the last successful query; None: none yet
+    error: PrometheusError | None = None  # why the latest query failed; None when it succeeded
+    report: SeriesReport = field(default_factory=SeriesReport)
+
+    @classmethod
+    def empty(cls, plugin: Plugin) -> PluginSnapshot:
+        return cls(plugin=plugin, samples=_EMPTY, series=MappingProxyType({}), refreshed_at=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Every plugin of `plan` as of `taken_at` (unix seconds). Scored under its own plan (weights,
+    thresholds, staleness), so a lookup never mixes one policy's samples with another's settings."""
+
+    plan: Plan
+    taken_at: float
+    plugins: Mapping[str, PluginSnapshot]
+
+    @classmethod
+    def empty(cls, plan: Plan, taken_at: float) -> Snapshot:
+        """The snapshot before the first refresh: every node is missing every metric."""
+        plugins = {plugin.name: PluginSnapshot.empty(plugin) for plugin in plan.plugins}
+        return cls(plan=plan, taken_at=taken_at, plugins=MappingProxyType(plugins))
+
+    def values(self) -> dict[str, Mapping[str, Sample]]:
+        """``{plugin: {node: Sample}}``."""
+        return {name: plugin.samples for name, plugin in self.plugins.items()}
+
+    @property
+    def errors(self) -> dict[str, PrometheusError]:
+        """The plugins whose latest query failed, and why."""
+        return {name: plugin.error for name, plugin in self.plugins.items() if plugin.error is not None}
+
+    def age_seconds(self, plugin: str, now: float) -> float | None:
+        """How old the plugin's values are (None: it never had any), for a metric-age gauge."""
+        refreshed_at = self.plugins[plugin].refreshed_at
+        return None if refreshed_at is None else now - refreshed_at

@@ -1,0 +1,123 @@
+"""Mapping series to nodes: nodename, a label with a port, or an address; reports, never merges."""
+
+from __future__ import annotations
+
+import pytest
+
+from promsched.api.policies import NodeIdentitySource
+from promsched.metrics import NodeDirectory, NodeIdentity, QueryResult, Series
+from promsched.metrics.identifying import EXAMPLES_KEPT, assign_nodes, strip_port
+
+UNAME = NodeIdentity(NodeIdentitySource.UNAME_NODENAME)
+BY_INSTANCE = NodeIdentity(NodeIdentitySource.LABEL, "instance")
+BY_ADDRESS = NodeIdentity(NodeIdentitySource.INTERNAL_IP, "instance")
+
+
+def result(*items: tuple[dict[str, str], float]) -> QueryResult:
+    return QueryResult(query="q", series=tuple(Series(labels, value, 100.0) for labels, value in items))
+
+
+@pytest.mark.parametrize(
+    ("address", "host"),
+    [
+        ("node-0:9100", "node-0"),
+        ("node-0", "node-0"),
+        ("10.0.0.7:9100", "10.0.0.7"),
+        ("[::1]:9100", "::1"),
+        ("[fd00::7]", "fd00::7"),
+        ("fd00::7", "fd00::7"),  # a bare IPv6 address has no port to strip
+        ("::1", "::1"),
+        ("host:metrics", "host:metrics"),
+        ("node.example.com:443", "node.example.com"),
+    ],
+)
+def test_strip_port(address: str, host: str) -> None:
+    assert strip_port(address) == host
+
+
+def test_uname_identity_reads_nodename() -> None:
+    directory = NodeDirectory.of(["node-0", "node-1"])
+    assignment = assign_nodes(
+        result(
+            ({"instance": "10.0.0.1:9100", "nodename": "node-0"}, 1),
+            ({"instance": "x", "nodename": "node-1"}, 2),
+        ),
+        UNAME,
+        directory,
+    )
+    assert {node: series.value for node, series in assignment.by_node.items()} == {"node-0": 1, "node-1": 2}
+    assert assignment.report.clean
+
+
+def test_uname_identity_joins_node_uname_info() -> None:
+    assert UNAME.grouping_label == "instance"
+    assert UNAME.wrap("avg by (instance) (x)") == (
+        "(avg by (instance) (x))"
+        " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
+    )
+    assert BY_INSTANCE.wrap("x") == "x"
+
+
+def test_label_identity_strips_ports() -> None:
+    directory = NodeDirectory.of(["node-0", "::1"])
+    assignment = assign_nodes(
+        result(({"instance": "node-0:9100"}, 1), ({"instance": "[::1]:9100"}, 2)), BY_INSTANCE, directory
+    )
+    assert sorted(assignment.by_node) == ["::1", "node-0"]
+
+
+def test_internal_ip_identity_maps_addresses_in_any_spelling() -> None:
+    directory = NodeDirectory.of(["node-0", "node-1"], {"10.0.0.1": "node-0", "fd00:0:0::2": "node-1"})
+    assignment = assign_nodes(
+        result(
+            ({"instance": "10.0.0.1:9100"}, 1),
+            ({"instance": "[fd00::2]:9100"}, 2),
+            ({"instance": "10.9.9.9"}, 3),
+        ),
+        BY_ADDRESS,
+        directory,
+    )
+    assert {node: series.value for node, series in assignment.by_node.items()} == {"node-0": 1, "node-1": 2}
+    assert assignment.report.unmatched == ('instance="10.9.9.9"',)
+
+
+def test_unknown_nodes_and_missing_labels_are_reported() -> None:
+    directory = NodeDirectory.of(["node-0"])
+    assignment = assign_nodes(
+        result(({"nodename": "node-0"}, 1), ({"nodename": "ghost"}, 2), ({"job": "x"}, 3)), UNAME, directory
+    )
+    assert list(assignment.by_node) == ["node-0"]
+    assert assignment.report.unmatched == ('nodename="ghost"', 'no nodename label: {job="x"}')
+    assert assignment.report.unmatched_count == 2
+
+
+def test_two_series_for_one_node_are_reported_not_merged() -> None:
+    directory = NodeDirectory.of(["node-0", "node-1"])
+    assignment = assign_nodes(
+        result(
+            ({"instance": "node-0:9100"}, 1),
+            ({"instance": "node-0:9101"}, 2),
+            ({"instance": "node-1:9100"}, 3),
+        ),
+        BY_INSTANCE,
+        directory,
+    )
+    assert list(assignment.by_node) == ["node-1"]
+    assert assignment.report.duplicate_nodes == ("node-0",)
+    assert not assignment.report.clean
+
+
+def test_non_finite_values_are_reported() -> None:
+    query_result = QueryResult(
+        query="q", series=(), non_finite=(Series({"nodename": "node-0"}, float("nan"), 1.0),)
+    )
+    assignment = assign_nodes(query_result, UNAME, NodeDirectory.of(["node-0"]))
+    assert assignment.by_node == {}
+    assert assignment.report.non_finite == ('nodename="node-0" = nan',)
+
+
+def test_report_examples_are_capped_but_counted() -> None:
+    many = result(*(({"nodename": f"ghost-{i}"}, 1.0) for i in range(50)))
+    report = assign_nodes(many, UNAME, NodeDirectory.of([])).report
+    assert len(report.unmatched) == EXAMPLES_KEPT
+    assert report.unmatched_count == 50

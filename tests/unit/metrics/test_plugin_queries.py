@@ -1,0 +1,168 @@
+"""The plugins' PromQL evaluated by promtool over known series: exact values, not just syntax.
+
+Two nodes scraped every 15s; values are chosen so each plugin's answer is exact. Skipped where promtool
+(Debian's `prometheus` package) is not installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from promsched.api.policies import NodeIdentity as NodeIdentitySpec
+from promsched.api.policies import NodeIdentitySource, PluginSpec
+from promsched.metrics import NodeIdentity, promql
+from promsched.metrics.plugins import build_plugin
+
+pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+
+A = {"instance": "a:9100", "job": "node"}
+B = {"instance": "b:9100", "job": "node"}
+STEPS = "x40"  # 40 samples at 15s: 10 minutes
+
+
+def _series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    matchers = ",".join(f"{name}={promql.quote(value)}" for name, value in labels.items())
+    return {"series": f"{metric}{{{matchers}}}", "values": values}
+
+
+def counter(metric: str, labels: dict[str, str], per_second: float) -> dict[str, str]:
+    return _series(metric, labels, f"0+{per_second * 15}{STEPS}")
+
+
+def gauge(metric: str, labels: dict[str, str], value: float) -> dict[str, str]:
+    return _series(metric, labels, f"{value}+0{STEPS}")
+
+
+INPUT_SERIES = [
+    # node A: idle 0.75 s/s on both CPUs (25% busy); node B: 0.5 (50% busy)
+    *(counter("node_cpu_seconds_total", {**A, "cpu": cpu, "mode": "idle"}, 0.75) for cpu in "01"),
+    *(counter("node_cpu_seconds_total", {**A, "cpu": cpu, "mode": "user"}, 0.25) for cpu in "01"),
+    *(counter("node_cpu_seconds_total", {**B, "cpu": cpu, "mode": "idle"}, 0.5) for cpu in "01"),
+    gauge("node_memory_MemAvailable_bytes", A, 25),
+    gauge("node_memory_MemTotal_bytes", A, 100),
+    gauge("node_memory_MemAvailable_bytes", B, 50),
+    gauge("node_memory_MemTotal_bytes", B, 100),
+    counter("node_disk_io_time_seconds_total", {**A, "device": "vda"}, 0.5),
+    counter("node_disk_io_time_seconds_total", {**A, "device": "loop0"}, 1.0),  # not a disk by the pattern
+    counter("node_disk_io_time_seconds_total", {**B, "device": "vda"}, 0.25),
+    counter("node_disk_io_time_seconds_total", {**B, "device": "sda"}, 0.125),
+    gauge("node_filesystem_avail_bytes", {**A, "device": "/dev/vda1", "mountpoint": "/"}, 40),
+    gauge("node_filesystem_size_bytes", {**A, "device": "/dev/vda1", "mountpoint": "/"}, 100),
+    gauge("node_filesystem_avail_bytes", {**A, "device": "/dev/vda2", "mountpoint": "/boot"}, 1),
+    gauge("node_filesystem_size_bytes", {**A, "device": "/dev/vda2", "mountpoint": "/boot"}, 100),
+    gauge("node_filesystem_avail_bytes", {**B, "device": "/dev/vda1", "mountpoint": "/"}, 75),
+    gauge("node_filesystem_size_bytes", {**B, "device": "/dev/vda1", "mountpoint": "/"}, 100),
+    # node A: 100 + 100 B/s on eth0 at a link speed of 1000 B/s; lots on lo, which is not selected
+    counter("node_network_receive_bytes_total", {**A, "device": "eth0"}, 100),
+    counter("node_network_transmit_bytes_total", {**A, "device": "eth0"}, 100),
+    counter("node_network_receive_bytes_total", {**A, "device": "lo"}, 10000),
+    counter("node_network_transmit_bytes_total", {**A, "device": "lo"}, 10000),
+    gauge("node_network_speed_bytes", {**A, "device": "eth0"}, 1000),
+    # node B: 200 B/s and no link speed
+    counter("node_network_receive_bytes_total", {**B, "device": "eth0"}, 200),
+    counter("node_network_transmit_bytes_total", {**B, "device": "eth0"}, 0),
+    gauge("node_uname_info", {**A, "nodename": "node-a"}, 1),
+    gauge("node_uname_info", {**A, "job": "node-again", "nodename": "node-a"}, 1),  # scraped twice
+    gauge("node_uname_info", {**B, "nodename": "node-b"}, 1),
+    gauge("gpu_util", {**A, "gpu": "0"}, 30),
+    gauge("gpu_util", {**A, "gpu": "1"}, 50),
+    gauge("gpu_free", {"Hostname": "node-b"}, 3),
+]
+
+UNAME = NodeIdentity(NodeIdentitySource.UNAME_NODENAME)
+BY_INSTANCE = NodeIdentity.from_spec(NodeIdentitySpec(source=NodeIdentitySource.LABEL, label="instance"))
+NODE_A = {"instance": "a:9100", "nodename": "node-a"}
+NODE_B = {"instance": "b:9100", "nodename": "node-b"}
+
+CASES: list[tuple[dict[str, Any], NodeIdentity, list[tuple[dict[str, str], float]]]] = [
+    ({"name": "cpu", "timeRange": "0s"}, UNAME, [(NODE_A, 25), (NODE_B, 50)]),
+    (
+        {"name": "cpu", "timeRange": "2m"},
+        BY_INSTANCE,
+        [({"instance": "a:9100"}, 25), ({"instance": "b:9100"}, 50)],
+    ),
+    ({"name": "memory", "timeRange": "5m"}, UNAME, [(NODE_A, 75), (NODE_B, 50)]),
+    ({"name": "memory", "timeRange": "0s"}, UNAME, [(NODE_A, 75), (NODE_B, 50)]),
+    ({"name": "diskIO", "timeRange": "1m"}, UNAME, [(NODE_A, 50), (NODE_B, 25)]),
+    ({"name": "diskSpace", "timeRange": "0s"}, UNAME, [(NODE_A, 60), (NODE_B, 25)]),
+    ({"name": "diskSpace", "timeRange": "5m", "mountpoint": "/boot"}, UNAME, [(NODE_A, 99)]),
+    (
+        {"name": "network", "devices": ["eth0"], "timeRange": "1m"},
+        UNAME,
+        [
+            ({**NODE_A, "promsched_unit": "percent"}, 20),
+            ({**NODE_B, "promsched_unit": "bytes_per_second"}, 200),
+        ],
+    ),
+    ({"name": "gpu", "query": "avg by (instance) (gpu_util)"}, UNAME, [(NODE_A, 40)]),
+    (
+        {"name": "gpuFree", "query": "gpu_free", "nodeLabel": "Hostname"},
+        UNAME,
+        [({"__name__": "gpu_free", "Hostname": "node-b"}, 3)],
+    ),
+]
+
+
+def _label_text(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f"{name}={promql.quote(value)}" for name, value in sorted(labels.items())) + "}"
+
+
+@pytest.mark.parametrize(("settings", "identity", "expected"), CASES, ids=lambda case: str(case)[:40])
+def test_plugin_query_values(
+    tmp_path: Path,
+    settings: dict[str, Any],
+    identity: NodeIdentity,
+    expected: list[tuple[dict[str, str], float]],
+) -> None:
+    query = build_plugin(PluginSpec.model_validate(settings), identity).query
+    test_file = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": INPUT_SERIES,
+                "promql_expr_test": [
+                    {
+                        "expr": query,
+                        "eval_time": "8m",
+                        "exp_samples": [
+                            {"labels": _label_text(labels), "value": value} for labels, value in expected
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test_file))
+    command = ["promtool", "test", "rules", str(path)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, f"{query}\n{run.stdout}{run.stderr}"
+
+
+def test_hostile_values_parse(tmp_path: Path) -> None:
+    """Quoted hostile strings are valid PromQL literals for Prometheus's own parser."""
+    values = ['a"b', "a\\b", "a\nb", '"} or vector(1)', "\x00", "é", "\u2028", "\U000e0001", ".*|("]
+    rules = [
+        {
+            "record": f"hostile_{index}",
+            "expr": promql.selector("m", promql.matches("device", promql.any_of([v]))),
+        }
+        for index, v in enumerate(values)
+    ] + [
+        {"record": f"hostile_eq_{index}", "expr": promql.selector("m", promql.equals("mountpoint", v))}
+        for index, v in enumerate(values)
+    ]
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "hostile", "rules": rules}]}))
+    run = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr

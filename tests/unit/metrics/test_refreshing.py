@@ -1,0 +1,217 @@
+"""Snapshots from a fake Prometheus: one query per plugin, concurrent, last good values kept; the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from promsched.api.policies import SchedulingPolicySpec
+from promsched.metrics import (
+    NodeDirectory,
+    Plan,
+    PrometheusClient,
+    PrometheusError,
+    PrometheusHTTPError,
+    Refresher,
+    RefreshObserver,
+    Snapshot,
+    plan_from_policy,
+    score_nodes,
+    take_snapshot,
+)
+
+NODES = NodeDirectory.of(["node-0", "node-1"])
+BY_INSTANCE = {"source": "Label", "label": "instance"}
+
+
+def plan_for(make_spec: Callable[..., SchedulingPolicySpec], *plugins: dict[str, Any], **spec: Any) -> Plan:
+    spec.setdefault("nodeIdentity", BY_INSTANCE)
+    return plan_from_policy(make_spec(*plugins, **spec))
+
+
+def loads(prometheus: Any, values: dict[str, dict[str, float]]) -> Callable[[Any], Any]:
+    """A handler answering each plugin's query (recognised by its metric) with per-node values."""
+    metric_of = {"cpu": "node_cpu_seconds_total", "memory": "node_memory_MemAvailable_bytes"}
+
+    async def answer(request: Any) -> web.StreamResponse:
+        for plugin, per_node in values.items():
+            if metric_of[plugin] in request.query:
+                items = [({"instance": f"{node}:9100"}, value) for node, value in per_node.items()]
+                return prometheus.vector(*items, at=float(request.form["time"]))
+        return web.Response(status=500, text=f"no answer for {request.query}")
+
+    return answer
+
+
+class Recorder(RefreshObserver):
+    def __init__(self) -> None:
+        self.snapshots: asyncio.Queue[Snapshot] = asyncio.Queue()
+        self.queries: list[tuple[str, float, PrometheusError | None]] = []
+
+    def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
+        self.queries.append((plugin, seconds, error))
+
+    def snapshot_taken(self, snapshot: Snapshot) -> None:
+        self.snapshots.put_nowait(snapshot)
+
+    async def next_snapshot(self) -> Snapshot:
+        return await asyncio.wait_for(self.snapshots.get(), timeout=5)
+
+
+async def test_one_query_per_plugin_all_at_once(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
+    both_asked = asyncio.Event()
+    answer = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
+
+    async def together(request: Any) -> web.StreamResponse:
+        if len(prometheus.requests) == 2:
+            both_asked.set()
+        await asyncio.wait_for(both_asked.wait(), timeout=1)  # fails if the plugins were queried in turn
+        return await answer(request)
+
+    prometheus.handler = together
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        snapshot = await take_snapshot(plan, client, NODES)
+
+    assert sorted(prometheus.queries()) == sorted(plugin.query for plugin in plan.plugins)
+    assert len({request.form["time"] for request in prometheus.requests}) == 1
+    values = {
+        name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
+    }
+    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}}
+    assert snapshot.errors == {}
+    assert snapshot.plugins["cpu"].refreshed_at == snapshot.taken_at
+    assert snapshot.age_seconds("cpu", snapshot.taken_at + 7) == pytest.approx(7)
+
+
+async def test_a_failed_query_keeps_the_last_good_values(
+    prometheus: Any, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, staleAfter="1m")
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 30}})
+    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
+        first = await take_snapshot(plan, client, NODES)
+        prometheus.handler = loads(prometheus, {"memory": {"node-0": 40}})  # cpu's query now fails
+        second = await take_snapshot(plan, client, NODES, previous=first)
+
+    cpu = second.plugins["cpu"]
+    assert cpu.samples == first.plugins["cpu"].samples
+    assert cpu.refreshed_at == first.plugins["cpu"].refreshed_at
+    assert isinstance(cpu.error, PrometheusHTTPError)
+    assert set(second.errors) == {"cpu"}
+    assert second.plugins["memory"].samples["node-0"].value == 40
+    # The kept cpu value ages: missing (Neutral, 50) once older than staleAfter.
+    [fresh] = score_nodes(second, ["node-0"], now=first.taken_at + 30)
+    [stale] = score_nodes(second, ["node-0"], now=first.taken_at + 61)
+    assert fresh.plugins[0] == ("cpu", 10, 90)
+    assert stale.plugins[0] == ("cpu", None, 50)
+
+
+async def test_a_changed_plugin_rescores_kept_values(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+    old = plan_for(make_spec, {"name": "cpu"})
+    new = plan_for(make_spec, {"name": "cpu", "threshold": 50})
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 70}})
+    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
+        first = await take_snapshot(old, client, NODES)
+        prometheus.handler = loads(prometheus, {})
+        second = await take_snapshot(new, client, NODES, previous=first)
+    assert second.plugins["cpu"].samples["node-0"].over_threshold
+    assert second.plugins["cpu"].error is not None
+
+
+async def test_a_failed_query_without_history_is_empty(
+    prometheus: Any, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"})
+    prometheus.handler = loads(prometheus, {})
+    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
+        snapshot = await take_snapshot(plan, client, NODES)
+    assert snapshot.plugins["cpu"].samples == {}
+    assert snapshot.plugins["cpu"].refreshed_at is None
+    assert snapshot.age_seconds("cpu", 0) is None
+
+
+async def test_unusable_series_are_reported_in_the_snapshot(
+    prometheus: Any, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"})
+
+    async def answer(request: Any) -> web.StreamResponse:
+        return prometheus.vector(
+            ({"instance": "node-0:9100"}, 1),
+            ({"instance": "node-0:9101"}, 2),
+            ({"instance": "stranger:9100"}, 3),
+            ({"instance": "node-1:9100"}, "NaN"),
+        )
+
+    prometheus.handler = answer
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        snapshot = await take_snapshot(plan, client, NODES)
+    report = snapshot.plugins["cpu"].report
+    assert snapshot.plugins["cpu"].samples == {}
+    assert report.duplicate_nodes == ("node-0",)
+    assert report.unmatched == ('instance="stranger:9100"',)
+    assert report.non_finite == ('instance="node-1:9100" = nan',)
+
+
+async def test_refresher_loop_update_and_stop(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+    plan = dataclasses.replace(plan_for(make_spec, {"name": "cpu"}), refresh_interval_seconds=0.05)
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}})
+    recorder = Recorder()
+    refresher = Refresher(plan, prometheus.endpoint(), lambda: NODES, observer=recorder)
+    assert refresher.latest.values() == {"cpu": {}}  # before the first refresh: everything missing
+    refresher.start()
+    try:
+        for _ in range(3):
+            snapshot = await recorder.next_snapshot()
+        assert snapshot is refresher.latest
+        assert snapshot.plugins["cpu"].samples["node-0"].value == 10
+        assert [(name, error) for name, _, error in recorder.queries[:3]] == [("cpu", None)] * 3
+
+        assert not await refresher.update(plan, refresher.endpoint)
+        changed = dataclasses.replace(
+            plan_for(make_spec, {"name": "cpu", "weight": 5}), refresh_interval_seconds=0.05
+        )
+        assert await refresher.update(changed, refresher.endpoint)
+        assert refresher.running
+        while (await recorder.next_snapshot()).plan is not changed:
+            pass
+
+        client = refresher.client
+        assert await refresher.update(changed, prometheus.endpoint(timeout_seconds=1.5))
+        assert refresher.client is not client
+    finally:
+        await refresher.stop()
+    assert not refresher.running
+    assert refresher.latest.plan is changed  # still readable after stop
+
+
+async def test_the_loop_outlives_an_unexpected_error(
+    prometheus: Any, make_spec: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    plan = dataclasses.replace(plan_for(make_spec, {"name": "cpu"}), refresh_interval_seconds=0.01)
+    calls = 0
+
+    def nodes() -> NodeDirectory:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("node index not ready")
+        return NODES
+
+    recorder = Recorder()
+    refresher = Refresher(plan, prometheus.endpoint(), nodes, observer=recorder)
+    refresher.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="promsched.metrics.refreshing"):
+            await recorder.next_snapshot()
+    finally:
+        await refresher.stop()
+    assert calls >= 2
+    assert "node index not ready" in caplog.text
