@@ -12,6 +12,7 @@ Typical use by the scheduler::
 
 from promsched.metrics.errors import (
     PrometheusBadResponse,
+    PrometheusCertificateError,
     PrometheusError,
     PrometheusHTTPError,
     PrometheusQueryError,
@@ -48,6 +49,7 @@ __all__ = [
     "PluginResult",
     "PluginSnapshot",
     "PrometheusBadResponse",
+    "PrometheusCertificateError",
     "PrometheusClient",
     "PrometheusEndpoint",
     "PrometheusError",

@@ -53,6 +53,12 @@ class PrometheusUnreachable(PrometheusError):
     retryable = True
 
 
+class PrometheusCertificateError(PrometheusUnreachable):
+    """The server's TLS certificate does not verify; retrying cannot help (set auth.ca)."""
+
+    retryable = False
+
+
 class PrometheusResponseTooLarge(PrometheusError):
     def __init__(self, limit: int, *, query: str) -> None:
         super().__init__(f"the answer is larger than {limit} bytes; narrow the query", query=query)

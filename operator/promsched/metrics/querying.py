@@ -23,6 +23,7 @@ import promsched
 from promsched.metrics import promql
 from promsched.metrics.errors import (
     PrometheusBadResponse,
+    PrometheusCertificateError,
     PrometheusError,
     PrometheusHTTPError,
     PrometheusQueryError,
@@ -174,6 +175,9 @@ class PrometheusClient:
                     raise PrometheusRedirectRefused(response.status, location, query=query)
                 body = await self._read_capped(response, query)
                 status = response.status
+        except aiohttp.ClientConnectorCertificateError as error:
+            message = f"the TLS certificate of {self.endpoint.url} does not verify: {error.certificate_error}"
+            raise PrometheusCertificateError(message, query=query) from error
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
             message = f"cannot reach Prometheus at {self.endpoint.url}: {error or type(error).__name__}"
             raise PrometheusUnreachable(message, query=query) from error

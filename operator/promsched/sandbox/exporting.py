@@ -9,10 +9,14 @@ exactly. `PUT /profiles/<node>` changes a profile at run time; counters stay con
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from aiohttp import web
 
@@ -104,29 +108,36 @@ def write_history(
 
     Prometheus' rate() divides by the whole window, so a fresh sandbox would under-report every rate
     until a window's worth of scrapes exists; backfilled history makes windows exact from the start.
-    OpenMetrics wants each metric family contiguous, so lines are gathered per family before writing.
-    Returns the number of samples written.
+    `step` should be the scrape interval: rate() extrapolates by the mean sample spacing, so a window
+    mixing sparse history with dense scrapes would be skewed. OpenMetrics wants each metric family
+    contiguous, so families are spooled to files of their own and joined at the end. Returns the
+    number of samples written.
     """
     # A scrape adds the target's `job`; backfilled samples carry it too, or they would be other series.
     job = f'job="{JOB}"'
-    families: dict[str, list[str]] = {}
     count = 0
-    stamp = since
-    while stamp < until:
-        for name, profile in profiles.items():
-            node = NodeCounters(profile, since)
-            node.advance(stamp)
-            for series, value in node_samples(name, node):
-                family, _, labels = series.partition("{")
-                line = f"{family}{{{job},{labels} {value} {stamp:.3f}"
-                families.setdefault(family, []).append(line)
-                count += 1
-        stamp += step
-    with out.open("w") as stream:
-        for lines in families.values():
-            stream.write("\n".join(lines))
-            stream.write("\n")
-        stream.write("# EOF\n")
+    with contextlib.ExitStack() as stack:
+        spools: dict[str, IO[str]] = {}
+        stamp = since
+        while stamp < until:
+            for name, profile in profiles.items():
+                node = NodeCounters(profile, since)
+                node.advance(stamp)
+                for series, value in node_samples(name, node):
+                    family, _, labels = series.partition("{")
+                    spool = spools.get(family)
+                    if spool is None:
+                        spool = spools[family] = stack.enter_context(
+                            tempfile.TemporaryFile("w+", dir=out.parent)
+                        )
+                    spool.write(f"{family}{{{job},{labels} {value} {stamp:.3f}\n")
+                    count += 1
+            stamp += step
+        with out.open("w") as stream:
+            for spool in spools.values():
+                spool.seek(0)
+                shutil.copyfileobj(spool, stream)
+            stream.write("# EOF\n")
     return count
 
 

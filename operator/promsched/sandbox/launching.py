@@ -43,9 +43,8 @@ COMPONENTS = (
     "prometheus",
 )
 ZONES = ("zone-a", "zone-b", "zone-c")
-SCRAPE_INTERVAL = "2s"
+SCRAPE_SECONDS = 2
 SERVICE_CIDR = "10.96.0.0/16"
-HISTORY_STEP = 15.0
 
 
 def default_history(nodes: int) -> float:
@@ -239,7 +238,7 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
 
 def _prometheus_config(state: SandboxState) -> dict[str, object]:
     return {
-        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
         "scrape_configs": [
             # One target serves every simulated node; honor_labels keeps each series' own `instance`.
             {
@@ -476,7 +475,7 @@ def _start_nodes(
 
 def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float) -> None:
     backfill = directory / "history.om"
-    exporting.write_history(profiles, since, time.time(), HISTORY_STEP, backfill)
+    exporting.write_history(profiles, since, time.time(), SCRAPE_SECONDS, backfill)
     command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
     result = subprocess.run(
         [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False

@@ -101,7 +101,7 @@ def test_models_are_frozen() -> None:
 
 def test_builtin_plugin_names_match_the_contract() -> None:
     assert BUILTIN_PLUGIN_NAMES == ("cpu", "memory", "diskIO", "diskSpace", "network")
-    assert BuiltinPlugin.DISK_IO == "diskIO"
+    assert BuiltinPlugin("diskIO") is BuiltinPlugin.DISK_IO
 
 
 @pytest.mark.parametrize(

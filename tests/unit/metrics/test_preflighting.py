@@ -1,0 +1,68 @@
+"""Preflight: failed queries with Prometheus's own error text, and nodes without series."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from promsched.metrics import NodeDirectory, PrometheusClient, PrometheusEndpoint, plan_from_policy, preflight
+
+
+async def test_preflight_reports_failures_and_missing_nodes(
+    prometheus: Any, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_from_policy(
+        make_spec(
+            {"name": "cpu"},
+            {"name": "gpu", "query": "avg by (instance) (DCGM_FI_DEV_GPU_UTIL"},
+            nodeIdentity={"source": "Label", "label": "instance"},
+        )
+    )
+    nodes = ["node-extra", "node-0", "node-1"] + [f"spare-{i:02}" for i in range(25)]
+
+    async def answer(request: Any) -> web.StreamResponse:
+        if "DCGM" in request.query:
+            return prometheus.prometheus_error(
+                400, "bad_data", "1:40: parse error: unclosed left parenthesis"
+            )
+        return prometheus.vector(({"instance": "node-0:9100"}, 5), ({"instance": "node-1:9100"}, 7))
+
+    prometheus.handler = answer
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        report = await preflight(plan, client, NodeDirectory.of(nodes))
+
+    status = report.to_object()
+    assert set(status) == {"checkedAt", "queries", "missingSeries"}
+    assert status["queries"] == [
+        {"plugin": "cpu", "query": plan.plugins[0].query, "ok": True},
+        {
+            "plugin": "gpu",
+            "query": "avg by (instance) (DCGM_FI_DEV_GPU_UTIL",
+            "ok": False,
+            "error": "bad_data: 1:40: parse error: unclosed left parenthesis",
+        },
+    ]
+    # The failed query's nodes are not listed as missing: its error says it all.
+    [missing] = status["missingSeries"]
+    assert missing["plugin"] == "cpu"
+    assert missing["count"] == 26
+    assert missing["nodes"][0] == "node-extra"
+    assert len(missing["nodes"]) == 20
+
+
+async def test_preflight_of_an_unreachable_prometheus(make_spec: Callable[..., Any]) -> None:
+    plan = plan_from_policy(make_spec({"name": "cpu"}))
+    with socket.socket() as sock:  # a port nobody listens on once this socket closes
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    endpoint = PrometheusEndpoint(url, timeout_seconds=1, retries=0)
+    async with PrometheusClient(endpoint) as client:
+        report = await preflight(plan, client, NodeDirectory.of(["node-0"]))
+    [query] = report.queries
+    assert not query.ok
+    assert query.error is not None
+    assert query.error.startswith(f"cannot reach Prometheus at {url}")
+    assert report.missing_series == []
