@@ -61,6 +61,25 @@ def _sandbox_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crd(_args: argparse.Namespace) -> int:
+    from promsched.api.crds import render_crd_yaml
+
+    sys.stdout.write(render_crd_yaml())
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    import yaml
+
+    from promsched.api.converting import convert_file
+
+    result = convert_file(args.file)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump_all(result.policies, sort_keys=False))
+    return 0
+
+
 def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sandbox = commands.add_parser("sandbox", help="a local control plane with simulated nodes and Prometheus")
     actions = sandbox.add_subparsers(dest="action", required=True)
@@ -100,10 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"promsched {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _sandbox_parser(commands)
+    commands.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition").set_defaults(run=_crd)
+    convert = commands.add_parser(
+        "convert", help="turn a KubeSchedulerConfiguration using the original Go plugins into SchedulingPolicies"
+    )
+    convert.add_argument("file", type=Path)
+    convert.set_defaults(run=_convert)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from promsched.api.converting import ConversionError
     from promsched.sandbox.clusters import SandboxError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError
@@ -112,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Command = args.run
     try:
         return run(args)
-    except (SandboxError, InstallError, ProfileError) as error:
+    except (SandboxError, InstallError, ProfileError, ConversionError) as error:
         print(f"promsched: {error}", file=sys.stderr)
         return 1
 
