@@ -131,9 +131,12 @@ async def test_a_changed_load_moves_the_node_past_its_threshold(
 
     def settled(snapshot: Snapshot) -> list[str]:
         samples = snapshot.plugins["cpu"].samples
-        values = {node: samples[node].value if node in samples else None for node in (busy, idle)}
-        ok = values[busy] is not None and abs(values[busy] - 95) <= 2 and values[idle] is not None
-        return [] if ok and abs(values[idle] - 5) <= 2 else [f"cpu values {values}"]
+        found = []
+        for node, load in ((busy, 95.0), (idle, 5.0)):
+            sample = samples.get(node)
+            if sample is None or abs(sample.value - load) > 2:
+                found.append(f"cpu {node}: {None if sample is None else sample.value} != {load}")
+        return found
 
     sandbox.set_load(busy, cpu=95.0)
     sandbox.set_load(idle, cpu=5.0)

@@ -42,9 +42,13 @@ class PrometheusQueryError(PrometheusError):
 
 
 class PrometheusTimeout(PrometheusError):
-    def __init__(self, seconds: float, *, query: str) -> None:
-        super().__init__(f"no answer from Prometheus within {seconds:g}s", query=query)
+    """No usable answer within the deadline; `last_error` is why the last retried attempt failed."""
+
+    def __init__(self, seconds: float, *, query: str, last_error: PrometheusError | None = None) -> None:
+        after = f" (the last attempt failed: {last_error.message})" if last_error is not None else ""
+        super().__init__(f"no answer from Prometheus within {seconds:g}s{after}", query=query)
         self.seconds = seconds
+        self.last_error = last_error
 
 
 class PrometheusUnreachable(PrometheusError):

@@ -130,28 +130,31 @@ class PrometheusClient:
 
         The deadline (`timeout_seconds`) starts once a concurrency slot is free and covers all retries.
         """
+        failed_attempts: list[PrometheusError] = []
         async with self._semaphore:
             try:
                 async with asyncio.timeout(self.endpoint.timeout_seconds):
-                    payload = await self._query_with_retries(query, at)
+                    payload = await self._query_with_retries(query, at, failed_attempts)
             except TimeoutError:
-                raise PrometheusTimeout(self.endpoint.timeout_seconds, query=query) from None
+                last = failed_attempts[-1] if failed_attempts else None
+                raise PrometheusTimeout(self.endpoint.timeout_seconds, query=query, last_error=last) from None
         result = _parse_vector(payload, query)
         if result.warnings:
             self._warn_once(result)
         return result
 
-    async def _query_with_retries(self, query: str, at: float | None) -> dict[str, Any]:
-        attempt = 0
+    async def _query_with_retries(
+        self, query: str, at: float | None, failed_attempts: list[PrometheusError]
+    ) -> dict[str, Any]:
         while True:
             try:
                 return await self._post_query(query, at)
             except PrometheusError as error:
-                if not error.retryable or attempt >= self.endpoint.retries:
+                if not error.retryable or len(failed_attempts) >= self.endpoint.retries:
                     raise
-                delay = self.endpoint.retry_backoff_seconds * 2**attempt
+                delay = self.endpoint.retry_backoff_seconds * 2 ** len(failed_attempts)
+                failed_attempts.append(error)
                 logger.debug("Retrying in %.2fs after: %s", delay, error)
-                attempt += 1
                 await asyncio.sleep(delay)
 
     async def _post_query(self, query: str, at: float | None) -> dict[str, Any]:

@@ -46,7 +46,9 @@ async def _refresh_plugin(
         result = await client.query(plugin.query, at=at)
     except PrometheusError as error:
         observer.query_finished(plugin.name, time.monotonic() - started, error)
-        logger.warning("Plugin %s: %s", plugin.name, error)
+        # Once per new failure, not every interval while Prometheus stays down.
+        repeated = previous is not None and previous.error is not None and str(previous.error) == str(error)
+        logger.log(logging.DEBUG if repeated else logging.WARNING, "Plugin %s: %s", plugin.name, error)
         if previous is None or previous.plugin.query != plugin.query:
             return dataclasses.replace(PluginSnapshot.empty(plugin), error=error)
         # Same query as before: keep its last values, scored by this plugin's (maybe new) settings.
@@ -60,6 +62,8 @@ async def _refresh_plugin(
             report=previous.report,
         )
     observer.query_finished(plugin.name, time.monotonic() - started, None)
+    if previous is not None and previous.error is not None:
+        logger.info("Plugin %s: the query works again", plugin.name)
     assignment = assign_nodes(result, plugin.identity, directory)
     return PluginSnapshot(
         plugin=plugin,
@@ -82,6 +86,7 @@ async def take_snapshot(
     for plugins whose query fails."""
     # Evaluate at our own clock: staleness is judged against it, whatever Prometheus's clock says.
     at = time.time()
+    observer = observer or RefreshObserver()
     refreshes = [
         _refresh_plugin(
             plugin,
@@ -89,7 +94,7 @@ async def take_snapshot(
             directory,
             at,
             previous.plugins.get(plugin.name) if previous is not None else None,
-            observer or RefreshObserver(),
+            observer,
         )
         for plugin in plan.plugins
     ]

@@ -33,10 +33,12 @@ class Sample:
     `value` is the plugin's raw value (a load percent for the built-ins; bytes/s for network on a node
     without a known link speed; the query's value for a custom plugin). `sample_time` is when
     Prometheus evaluated the query. `score` is 0..100, higher is better. `over_threshold` says whether
-    the value is past the plugin's threshold (the node is then filtered out).
+    the value is past the plugin's threshold (the node is then filtered out). `is_load_percent` says the
+    value is a load percentage scored as 100 - load, to which extra load can be added.
     """
 
     value: float
     sample_time: float
     score: float
     over_threshold: bool = False
+    is_load_percent: bool = False

@@ -5,12 +5,15 @@ older than staleAfter), what onMissingMetrics says: Ignore leaves the plugin out
 Neutral scores it `NEUTRAL_SCORE`, Unschedulable filters the node out. A sample past the plugin's
 threshold filters the node out too. The total is sum(weight x score) / sum(weight) over the plugins that
 count; a node with nothing that counts gets `NEUTRAL_SCORE`.
+
+`extra_load` adds percentage points to load-percent samples (the built-ins' values where they are a
+percent), e.g. for pods placed since the snapshot was taken; the raw value reported includes it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,8 +54,17 @@ class NodeResult:
         return NodeScore(node=self.node, total=self.total, plugins=plugins)
 
 
-def score_nodes(snapshot: Snapshot, nodes: Iterable[str], *, now: float | None = None) -> list[NodeResult]:
-    """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`."""
+def score_nodes(
+    snapshot: Snapshot,
+    nodes: Iterable[str],
+    *,
+    now: float | None = None,
+    extra_load: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[NodeResult]:
+    """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
+
+    `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
+    """
     plan = snapshot.plan
     fresh_since = (time.time() if now is None else now) - plan.stale_after_seconds
     on_missing = plan.on_missing
@@ -61,8 +73,10 @@ def score_nodes(snapshot: Snapshot, nodes: Iterable[str], *, now: float | None =
     plugins = [
         (plugin_snapshot.plugin, plugin_snapshot.samples) for plugin_snapshot in snapshot.plugins.values()
     ]
+    no_extra: Mapping[str, float] = {}
     results = []
     for node in nodes:
+        extra = extra_load.get(node, no_extra) if extra_load else no_extra
         weighted = 0.0
         weights = 0
         scores: list[PluginResult] = []
@@ -78,6 +92,8 @@ def score_nodes(snapshot: Snapshot, nodes: Iterable[str], *, now: float | None =
                     state = "no sample" if sample is None else "a stale sample"
                     reasons.append(FilterReason(f"{plugin.name} metrics missing", f"{node}: {state}"))
                 continue
+            if added := extra.get(plugin.name):
+                sample = plugin.with_extra_load(sample, added)
             scores.append(PluginResult(plugin.name, sample.value, sample.score))
             weighted += plugin.weight * sample.score
             weights += plugin.weight

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from fake_prometheus import FakePrometheus
 from pytest_aiohttp import AiohttpServer
 
 from promsched.api.policies import PrometheusSpec
@@ -128,7 +129,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
 
 
 async def test_https_with_the_ca_from_a_secret(
-    aiohttp_server: AiohttpServer, certificate: tuple[Path, Path], prometheus: Any
+    aiohttp_server: AiohttpServer, certificate: tuple[Path, Path], prometheus: FakePrometheus
 ) -> None:
     cert, key = certificate
     server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

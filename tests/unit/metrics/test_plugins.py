@@ -146,3 +146,15 @@ def test_custom_query_uses_the_policy_identity_unless_it_names_a_label() -> None
     by_label = plugin(name="gpu", query="avg by (Hostname) (g)", nodeLabel="Hostname")
     assert by_label.query == "avg by (Hostname) (g)"
     assert by_label.identity == NodeIdentity(NodeIdentitySource.LABEL, "Hostname")
+
+
+def test_extra_load_applies_to_percent_samples_only() -> None:
+    network = plugin(name="network")
+    samples = network.samples(
+        {
+            "linked": Series({"promsched_unit": "percent"}, 30, 1.0),
+            "unlinked": Series({"promsched_unit": "bytes_per_second"}, 5000, 1.0),
+        }
+    )
+    assert network.with_extra_load(samples["linked"], 20).score == 50
+    assert network.with_extra_load(samples["unlinked"], 20) == samples["unlinked"]

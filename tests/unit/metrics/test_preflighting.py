@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from fake_prometheus import FakePrometheus, RecordedRequest
 
 from promsched.metrics import NodeDirectory, PrometheusClient, PrometheusEndpoint, plan_from_policy, preflight
 
 
 async def test_preflight_reports_failures_and_missing_nodes(
-    prometheus: Any, make_spec: Callable[..., Any]
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
     plan = plan_from_policy(
         make_spec(
@@ -23,7 +24,7 @@ async def test_preflight_reports_failures_and_missing_nodes(
     )
     nodes = ["node-extra", "node-0", "node-1"] + [f"spare-{i:02}" for i in range(25)]
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         if "DCGM" in request.query:
             return prometheus.prometheus_error(
                 400, "bad_data", "1:40: parse error: unclosed left parenthesis"

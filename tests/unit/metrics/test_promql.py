@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -128,7 +129,7 @@ def test_hostile_settings_cannot_change_a_plugin_query(name: str) -> None:
     # model_construct skips the API's own checks (which reject these names), to test this layer alone.
     identity = NodeIdentity(NodeIdentitySource.UNAME_NODENAME)
 
-    def query(plugin: str, **settings: object) -> str:
+    def query(plugin: str, **settings: Any) -> str:
         spec = PluginSpec.model_construct(name=plugin, **settings)
         return build_plugin(spec, identity).query
 

@@ -10,10 +10,10 @@ import logging
 import math
 import socket
 import ssl
-from typing import Any
 
 import pytest
 from aiohttp import web
+from fake_prometheus import FakePrometheus, RecordedRequest
 
 from promsched.metrics import (
     BasicAuth,
@@ -34,8 +34,8 @@ from promsched.metrics import (
 QUERY = 'up{job="node"}'
 
 
-async def test_instant_query_is_a_form_post_and_parses_the_vector(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_instant_query_is_a_form_post_and_parses_the_vector(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.vector(
             ({"instance": "node-0:9100"}, "12.5"), ({"instance": "node-1:9100"}, 3), at=1700.5
         )
@@ -55,19 +55,19 @@ async def test_instant_query_is_a_form_post_and_parses_the_vector(prometheus: An
     assert result.non_finite == ()
 
 
-async def test_time_is_optional(prometheus: Any) -> None:
+async def test_time_is_optional(prometheus: FakePrometheus) -> None:
     async with PrometheusClient(prometheus.endpoint()) as client:
         await client.query(QUERY)
     assert "time" not in prometheus.requests[0].form
 
 
-async def test_a_gzip_answer_is_decompressed(prometheus: Any) -> None:
+async def test_a_gzip_answer_is_decompressed(prometheus: FakePrometheus) -> None:
     payload = {
         "status": "success",
         "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "7"]}]},
     }
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         body = gzip.compress(json.dumps(payload).encode())
         return web.Response(
             body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
@@ -79,8 +79,8 @@ async def test_a_gzip_answer_is_decompressed(prometheus: Any) -> None:
     assert [s.value for s in result.series] == [7.0]
 
 
-async def test_nan_and_inf_are_dropped_and_reported(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_nan_and_inf_are_dropped_and_reported(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.vector(
             ({"n": "a"}, "NaN"), ({"n": "b"}, "+Inf"), ({"n": "c"}, "-Inf"), ({"n": "d"}, "1")
         )
@@ -108,8 +108,10 @@ async def test_nan_and_inf_are_dropped_and_reported(prometheus: Any) -> None:
     ],
     ids=["html", "truncated-json", "not-an-object", "no-data", "element-without-value", "scalar"],
 )
-async def test_malformed_answers_are_bad_responses(prometheus: Any, body: bytes, content_type: str) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_malformed_answers_are_bad_responses(
+    prometheus: FakePrometheus, body: bytes, content_type: str
+) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return web.Response(body=body, content_type=content_type)
 
     prometheus.handler = answer
@@ -121,8 +123,8 @@ async def test_malformed_answers_are_bad_responses(prometheus: Any, body: bytes,
     assert len(prometheus.requests) == 1  # not retried: the same answer would come back
 
 
-async def test_prometheus_error_payload_is_not_retried(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_prometheus_error_payload_is_not_retried(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.prometheus_error(400, "bad_data", '1:5: parse error: unexpected "}"')
 
     prometheus.handler = answer
@@ -141,8 +143,8 @@ async def test_prometheus_error_payload_is_not_retried(prometheus: Any) -> None:
     assert len(prometheus.requests) == 1
 
 
-async def test_4xx_without_payload_is_an_http_error_not_retried(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_4xx_without_payload_is_an_http_error_not_retried(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return web.Response(status=401, text="Unauthorized\n")
 
     prometheus.handler = answer
@@ -154,8 +156,8 @@ async def test_4xx_without_payload_is_an_http_error_not_retried(prometheus: Any)
     assert len(prometheus.requests) == 1
 
 
-async def test_5xx_is_retried_until_it_succeeds(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_5xx_is_retried_until_it_succeeds(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         if len(prometheus.requests) < 3:
             return web.Response(status=502, text="bad gateway")
         return prometheus.vector(({"instance": "a"}, 1))
@@ -167,8 +169,8 @@ async def test_5xx_is_retried_until_it_succeeds(prometheus: Any) -> None:
     assert len(prometheus.requests) == 3
 
 
-async def test_5xx_fails_after_the_retries(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_5xx_fails_after_the_retries(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.prometheus_error(503, "unavailable", "too many queries")
 
     prometheus.handler = answer
@@ -192,10 +194,10 @@ async def test_connection_refused_is_retried_then_unreachable() -> None:
     assert endpoint_url in str(caught.value)
 
 
-async def test_slow_answer_times_out(prometheus: Any) -> None:
+async def test_slow_answer_times_out(prometheus: FakePrometheus) -> None:
     never = asyncio.Event()
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         await never.wait()
         return prometheus.vector()
 
@@ -206,10 +208,10 @@ async def test_slow_answer_times_out(prometheus: Any) -> None:
     assert "0.2s" in str(caught.value)
 
 
-async def test_oversized_answer_is_refused(prometheus: Any) -> None:
+async def test_oversized_answer_is_refused(prometheus: FakePrometheus) -> None:
     items = [({"instance": f"node-{i}:9100"}, i) for i in range(200)]
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.vector(*items)
 
     prometheus.handler = answer
@@ -219,10 +221,10 @@ async def test_oversized_answer_is_refused(prometheus: Any) -> None:
     assert "2000 bytes" in str(caught.value)
 
 
-async def test_oversized_streamed_answer_is_cut_off(prometheus: Any) -> None:
+async def test_oversized_streamed_answer_is_cut_off(prometheus: FakePrometheus) -> None:
     sent = 0
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         nonlocal sent
         stream = web.StreamResponse(headers={"Content-Type": "application/json"})
         stream.enable_chunked_encoding()
@@ -242,8 +244,8 @@ async def test_oversized_streamed_answer_is_cut_off(prometheus: Any) -> None:
     assert len(prometheus.requests) == 1
 
 
-async def test_redirects_are_refused_not_followed(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_redirects_are_refused_not_followed(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         if request.path == "/api/v1/query":
             raise web.HTTPFound("http://elsewhere.invalid/api/v1/query")
         return prometheus.vector()
@@ -257,14 +259,16 @@ async def test_redirects_are_refused_not_followed(prometheus: Any) -> None:
     assert [request.path for request in prometheus.requests] == ["/api/v1/query"]
 
 
-async def test_a_url_path_prefix_is_kept(prometheus: Any) -> None:
+async def test_a_url_path_prefix_is_kept(prometheus: FakePrometheus) -> None:
     async with PrometheusClient(prometheus.endpoint(url=prometheus.url + "prometheus/")) as client:
         await client.query(QUERY)
     assert prometheus.requests[0].path == "/prometheus/api/v1/query"
 
 
-async def test_warnings_are_logged_once_per_query(prometheus: Any, caplog: pytest.LogCaptureFixture) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_warnings_are_logged_once_per_query(
+    prometheus: FakePrometheus, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.vector(({"a": "b"}, 1), warnings=["results truncated"])
 
     prometheus.handler = answer
@@ -280,8 +284,8 @@ async def test_warnings_are_logged_once_per_query(prometheus: Any, caplog: pytes
     assert "other_query" in warned[1]
 
 
-async def test_concurrent_queries_are_bounded(prometheus: Any) -> None:
-    async def answer(request: Any) -> web.StreamResponse:
+async def test_concurrent_queries_are_bounded(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         await asyncio.sleep(0.05)  # the fake server is slow, so queries overlap
         return prometheus.vector()
 
@@ -292,7 +296,7 @@ async def test_concurrent_queries_are_bounded(prometheus: Any) -> None:
     assert prometheus.max_in_flight == 2
 
 
-async def test_bearer_token_is_read_for_every_query(prometheus: Any) -> None:
+async def test_bearer_token_is_read_for_every_query(prometheus: FakePrometheus) -> None:
     tokens = iter(["first-token\n", "rotated-token"])
     reads: list[tuple[str, str, str]] = []
 
@@ -311,7 +315,7 @@ async def test_bearer_token_is_read_for_every_query(prometheus: Any) -> None:
     assert reads == [("monitoring", "prom-token", "token")] * 2
 
 
-async def test_basic_auth_header(prometheus: Any) -> None:
+async def test_basic_auth_header(prometheus: FakePrometheus) -> None:
     secrets = {"username": "scheduler", "password": "p@ss:word"}
 
     async def read_secret(namespace: str, name: str, key: str) -> str:
@@ -327,7 +331,7 @@ async def test_basic_auth_header(prometheus: Any) -> None:
     assert prometheus.requests[0].headers["Authorization"] == expected
 
 
-async def test_an_unreadable_secret_fails_the_query(prometheus: Any) -> None:
+async def test_an_unreadable_secret_fails_the_query(prometheus: FakePrometheus) -> None:
     async def read_secret(namespace: str, name: str, key: str) -> str:
         raise KeyError(f"secret {namespace}/{name} has no key {key}")
 
@@ -347,3 +351,17 @@ def test_tls_settings() -> None:
         PrometheusEndpoint(
             "https://p:9090", ca_pem="-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n"
         ).ssl_context()
+
+
+async def test_a_deadline_during_retries_names_the_last_failure(prometheus: FakePrometheus) -> None:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
+        return web.Response(status=502, text="bad gateway")
+
+    prometheus.handler = answer
+    endpoint = prometheus.endpoint(timeout_seconds=0.2, retries=5, retry_backoff_seconds=1.0)
+    async with PrometheusClient(endpoint) as client:
+        with pytest.raises(PrometheusTimeout) as caught:
+            await client.query(QUERY)
+    assert isinstance(caught.value.last_error, PrometheusHTTPError)
+    assert "the last attempt failed: Prometheus answered HTTP 502: bad gateway" in str(caught.value)
+    assert len(prometheus.requests) == 1

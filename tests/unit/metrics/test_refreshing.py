@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from fake_prometheus import FakePrometheus, Handler, RecordedRequest
 
 from promsched.api.policies import SchedulingPolicySpec
 from promsched.metrics import (
@@ -35,11 +36,11 @@ def plan_for(make_spec: Callable[..., SchedulingPolicySpec], *plugins: dict[str,
     return plan_from_policy(make_spec(*plugins, **spec))
 
 
-def loads(prometheus: Any, values: dict[str, dict[str, float]]) -> Callable[[Any], Any]:
+def loads(prometheus: FakePrometheus, values: dict[str, dict[str, float]]) -> Handler:
     """A handler answering each plugin's query (recognised by its metric) with per-node values."""
     metric_of = {"cpu": "node_cpu_seconds_total", "memory": "node_memory_MemAvailable_bytes"}
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         for plugin, per_node in values.items():
             if metric_of[plugin] in request.query:
                 items = [({"instance": f"{node}:9100"}, value) for node, value in per_node.items()]
@@ -64,12 +65,14 @@ class Recorder(RefreshObserver):
         return await asyncio.wait_for(self.snapshots.get(), timeout=5)
 
 
-async def test_one_query_per_plugin_all_at_once(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+async def test_one_query_per_plugin_all_at_once(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
     plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
     both_asked = asyncio.Event()
     answer = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
 
-    async def together(request: Any) -> web.StreamResponse:
+    async def together(request: RecordedRequest) -> web.StreamResponse:
         if len(prometheus.requests) == 2:
             both_asked.set()
         await asyncio.wait_for(both_asked.wait(), timeout=1)  # fails if the plugins were queried in turn
@@ -91,7 +94,7 @@ async def test_one_query_per_plugin_all_at_once(prometheus: Any, make_spec: Call
 
 
 async def test_a_failed_query_keeps_the_last_good_values(
-    prometheus: Any, make_spec: Callable[..., Any]
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
     plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, staleAfter="1m")
     prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 30}})
@@ -113,7 +116,9 @@ async def test_a_failed_query_keeps_the_last_good_values(
     assert stale.plugins[0] == ("cpu", None, 50)
 
 
-async def test_a_changed_plugin_rescores_kept_values(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+async def test_a_changed_plugin_rescores_kept_values(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
     old = plan_for(make_spec, {"name": "cpu"})
     new = plan_for(make_spec, {"name": "cpu", "threshold": 50})
     prometheus.handler = loads(prometheus, {"cpu": {"node-0": 70}})
@@ -126,7 +131,7 @@ async def test_a_changed_plugin_rescores_kept_values(prometheus: Any, make_spec:
 
 
 async def test_a_failed_query_without_history_is_empty(
-    prometheus: Any, make_spec: Callable[..., Any]
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
     plan = plan_for(make_spec, {"name": "cpu"})
     prometheus.handler = loads(prometheus, {})
@@ -138,11 +143,11 @@ async def test_a_failed_query_without_history_is_empty(
 
 
 async def test_unusable_series_are_reported_in_the_snapshot(
-    prometheus: Any, make_spec: Callable[..., Any]
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
     plan = plan_for(make_spec, {"name": "cpu"})
 
-    async def answer(request: Any) -> web.StreamResponse:
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
         return prometheus.vector(
             ({"instance": "node-0:9100"}, 1),
             ({"instance": "node-0:9101"}, 2),
@@ -160,7 +165,9 @@ async def test_unusable_series_are_reported_in_the_snapshot(
     assert report.non_finite == ('instance="node-1:9100" = nan',)
 
 
-async def test_refresher_loop_update_and_stop(prometheus: Any, make_spec: Callable[..., Any]) -> None:
+async def test_refresher_loop_update_and_stop(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
     plan = dataclasses.replace(plan_for(make_spec, {"name": "cpu"}), refresh_interval_seconds=0.05)
     prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}})
     recorder = Recorder()
@@ -193,7 +200,7 @@ async def test_refresher_loop_update_and_stop(prometheus: Any, make_spec: Callab
 
 
 async def test_the_loop_outlives_an_unexpected_error(
-    prometheus: Any, make_spec: Callable[..., Any], caplog: pytest.LogCaptureFixture
+    prometheus: FakePrometheus, make_spec: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     plan = dataclasses.replace(plan_for(make_spec, {"name": "cpu"}), refresh_interval_seconds=0.01)
     calls = 0

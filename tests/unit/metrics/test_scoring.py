@@ -142,3 +142,15 @@ def test_thousands_of_nodes_are_quick(make_spec: Callable[..., SchedulingPolicyS
     elapsed = time.perf_counter() - started
     assert len(results) == 2000
     assert elapsed < 1.0, f"scoring 2000 nodes x 5 plugins took {elapsed:.3f}s"
+
+
+def test_extra_load_is_added_to_load_percentages(make_spec: Callable[..., SchedulingPolicySpec]) -> None:
+    spec = make_spec({"name": "cpu", "threshold": 85}, {"name": "gpu", "query": "g", "weight": 0})
+    snapshot = snapshot_of(spec, {"cpu": {"a": 80, "b": 80}, "gpu": {"a": 1, "b": 2}})
+    extra = {"a": {"cpu": 10.0, "gpu": 50.0}}
+    results = {result.node: result for result in score_nodes(snapshot, ["a", "b"], now=AT, extra_load=extra)}
+    assert results["a"].plugins[0] == ("cpu", 90, 10)
+    assert results["a"].reasons == (FilterReason("cpu load above 85%", "a cpu load 90%"),)
+    assert results["a"].plugins[1] == ("gpu", 1, 100)  # a custom value is no load percentage: unchanged
+    assert results["b"].plugins[0] == ("cpu", 80, 20)
+    assert results["b"].feasible

@@ -79,6 +79,10 @@ class Plugin(ABC):
     def describe(self, value: float) -> str:
         """A raw value as a reader would like it in a filter reason (``cpu load 91%``)."""
 
+    def with_extra_load(self, sample: Sample, percent: float) -> Sample:
+        """`sample` as if the node carried `percent` more load; unchanged where that has no meaning."""
+        return sample
+
 
 class LoadPlugin(Plugin):
     """A built-in whose value is a load percentage of the node (busy, used): score = 100 - load."""
@@ -92,15 +96,18 @@ class LoadPlugin(Plugin):
     def expression(self, by: str) -> str:
         """PromQL for the load percent, one series per value of label `by`."""
 
-    def load_sample(self, series: Series) -> Sample:
-        load = clamp_percent(series.value)
+    def load_sample(self, value: float, sample_time: float) -> Sample:
+        load = clamp_percent(value)
         over = self.threshold is not None and load > self.threshold
-        return Sample(
-            value=series.value, sample_time=series.timestamp, score=100.0 - load, over_threshold=over
-        )
+        return Sample(value, sample_time, score=100.0 - load, over_threshold=over, is_load_percent=True)
 
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
-        return {node: self.load_sample(series) for node, series in by_node.items()}
+        return {node: self.load_sample(series.value, series.timestamp) for node, series in by_node.items()}
+
+    def with_extra_load(self, sample: Sample, percent: float) -> Sample:
+        if not sample.is_load_percent:
+            return sample
+        return self.load_sample(sample.value + percent, sample.sample_time)
 
     @property
     def threshold_reason(self) -> str:

@@ -23,7 +23,7 @@ BYTES_PER_SECOND = "bytes_per_second"
 
 
 class NetworkPlugin(LoadPlugin):
-    load_name = "network use (% of link speed)"
+    load_name = "network load"
 
     def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
         self.devices = tuple(spec.devices or ())
@@ -53,7 +53,7 @@ class NetworkPlugin(LoadPlugin):
         unbounded: dict[str, Series] = {}
         for node, series in by_node.items():
             if series.labels.get(UNIT_LABEL) == PERCENT:
-                samples[node] = self.load_sample(series)
+                samples[node] = self.load_sample(series.value, series.timestamp)
             else:
                 unbounded[node] = series
         scores = relative_scores(

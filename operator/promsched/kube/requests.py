@@ -1,0 +1,115 @@
+"""Kubernetes API requests, built as data and sent elsewhere (see `sending`), so each is testable alone."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from promsched.api.policies import GROUP, PLURAL, VERSION
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    body: Any = None
+    content_type: str = JSON
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+def now_rfc3339(micro: bool = False) -> str:
+    moment = datetime.datetime.now(datetime.UTC)
+    if micro:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def bind_pod(namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]) -> Request:
+    """POST pods/binding. The UID precondition makes a binding for a deleted-and-recreated pod fail (409)
+    instead of placing the newcomer; the API server copies the binding's annotations onto the pod."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    return Request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+
+
+def patch_pod_condition(namespace: str, name: str, condition: Mapping[str, str]) -> Request:
+    # Strategic merge patches merge pod conditions by `type`, leaving the others as they are.
+    body = {"status": {"conditions": [dict(condition)]}}
+    return Request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body, STRATEGIC_MERGE_PATCH)
+
+
+def create_event(
+    regarding: Mapping[str, str], event_type: str, reason: str, message: str, component: str
+) -> Request:
+    """A core/v1 Event on an object, as `kubectl describe` shows them."""
+    stamp = now_rfc3339()
+    namespace = regarding.get("namespace") or "default"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{regarding['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": dict(regarding),
+        "type": event_type,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    return Request("POST", f"/api/v1/namespaces/{namespace}/events", body)
+
+
+def policy_path(name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}"
+
+
+def patch_policy_status(name: str, status: Mapping[str, Any]) -> Request:
+    return Request("PATCH", f"{policy_path(name)}/status", {"status": dict(status)}, MERGE_PATCH)
+
+
+def get_secret(namespace: str, name: str) -> Request:
+    return Request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+
+
+def lease_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+def get_lease(namespace: str, name: str) -> Request:
+    return Request("GET", lease_path(namespace, name))
+
+
+def create_lease(namespace: str, name: str, spec: Mapping[str, Any]) -> Request:
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": dict(spec),
+    }
+    return Request("POST", lease_path(namespace), body)
+
+
+def replace_lease(namespace: str, name: str, resource_version: str, spec: Mapping[str, Any]) -> Request:
+    """PUT with the resourceVersion read: a concurrent writer makes it fail with 409, never overwrite."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+        "spec": dict(spec),
+    }
+    return Request("PUT", lease_path(namespace, name), body)

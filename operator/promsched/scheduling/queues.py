@@ -1,0 +1,180 @@
+"""The scheduling queue, shaped like kube-scheduler's: active, backoff and unschedulable.
+
+- active: pods ready for a cycle, highest priority first, then by arrival;
+- backoff: pods whose last attempt failed with an error, waiting 1 s doubling to 10 s;
+- unschedulable: pods that fit nowhere, parked until the cluster changes (a node added or changed, a
+  pod deleted, a policy changed) or a periodic flush, when they go back through backoff.
+
+Each pod is in the queue at most once, keyed by UID. A pod popped for a cycle is "in flight" until the
+cycle says `done`, `backoff` or `unschedulable`; an update that arrives meanwhile is kept for the next
+attempt instead of making a second entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from promsched.scheduling.pods import PodInfo
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+UNSCHEDULABLE_FLUSH = 30.0
+
+
+class Where(Enum):
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    UNSCHEDULABLE = "unschedulable"
+    IN_FLIGHT = "in_flight"
+
+
+@dataclass
+class QueuedPod:
+    pod: PodInfo
+    added_at: float  # when the pod first entered the queue: the start of its scheduling latency
+    attempts: int = 0
+    where: Where = Where.ACTIVE
+    ready_at: float = 0.0  # backoff: when it may go back to active
+    parked_at: float = 0.0  # unschedulable: when it was parked
+    sequence: int = 0  # heap entries carrying another sequence are stale
+    pending_update: bool = False
+
+
+@dataclass
+class SchedulingQueue:
+    clock: Callable[[], float] = time.monotonic
+    entries: dict[str, QueuedPod] = field(default_factory=dict)
+    _active: list[tuple[int, int, str]] = field(default_factory=list)
+    _backoff: list[tuple[float, int, str]] = field(default_factory=list)
+    _sequence: itertools.count[int] = field(default_factory=itertools.count)
+    _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys((w.value for w in Where), 0)
+        for entry in self.entries.values():
+            counts[entry.where.value] += 1
+        return counts
+
+    def _push_active(self, entry: QueuedPod) -> None:
+        entry.where = Where.ACTIVE
+        entry.sequence = next(self._sequence)
+        heapq.heappush(self._active, (-entry.pod.priority, entry.sequence, entry.pod.uid))
+        self._wakeup.set()
+
+    def _push_backoff(self, entry: QueuedPod, since: float | None = None) -> None:
+        entry.where = Where.BACKOFF
+        entry.sequence = next(self._sequence)
+        entry.ready_at = (self.clock() if since is None else since) + backoff_seconds(entry.attempts)
+        heapq.heappush(self._backoff, (entry.ready_at, entry.sequence, entry.pod.uid))
+        self._wakeup.set()
+
+    def add_or_update(self, pod: PodInfo) -> None:
+        """A pending pod was seen (added or changed). A changed pod is retried at once unless it is in
+        backoff: the change may be what makes it schedulable."""
+        entry = self.entries.get(pod.uid)
+        if entry is None:
+            entry = QueuedPod(pod, added_at=self.clock())
+            self.entries[pod.uid] = entry
+            self._push_active(entry)
+            return
+        entry.pod = pod
+        if entry.where is Where.IN_FLIGHT:
+            entry.pending_update = True
+        elif entry.where is Where.UNSCHEDULABLE:
+            self._push_active(entry)
+
+    def remove(self, uid: str) -> QueuedPod | None:
+        """The pod was deleted or bound (by us or another scheduler): it leaves the queue."""
+        return self.entries.pop(uid, None)
+
+    def _flush_backoff(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, sequence, uid = heapq.heappop(self._backoff)
+            entry = self.entries.get(uid)
+            if entry is not None and entry.sequence == sequence and entry.where is Where.BACKOFF:
+                self._push_active(entry)
+
+    def _flush_unschedulable(self, now: float) -> None:
+        for entry in self.entries.values():
+            if entry.where is Where.UNSCHEDULABLE and now - entry.parked_at >= UNSCHEDULABLE_FLUSH:
+                self._push_active(entry)
+
+    def pop_nowait(self) -> QueuedPod | None:
+        now = self.clock()
+        self._flush_backoff(now)
+        while self._active:
+            _, sequence, uid = heapq.heappop(self._active)
+            entry = self.entries.get(uid)
+            if entry is not None and entry.sequence == sequence and entry.where is Where.ACTIVE:
+                entry.where = Where.IN_FLIGHT
+                entry.attempts += 1
+                entry.pending_update = False
+                return entry
+        return None
+
+    async def pop(self, flush_interval: float = 1.0) -> QueuedPod:
+        """The next pod to schedule; waits for one, waking for backoffs and periodic flushes."""
+        while True:
+            entry = self.pop_nowait()
+            if entry is not None:
+                return entry
+            self._flush_unschedulable(self.clock())
+            self._wakeup.clear()
+            wait = flush_interval
+            if self._backoff:
+                wait = min(wait, max(0.0, self._backoff[0][0] - self.clock()))
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+
+    def done(self, uid: str) -> None:
+        """The pod is assumed onto a node; it leaves the queue (a failed bind re-adds it)."""
+        self.entries.pop(uid, None)
+
+    def backoff(self, uid: str) -> None:
+        """The attempt failed with an error (API, binding); retry after the pod's backoff."""
+        entry = self.entries.get(uid)
+        if entry is not None:
+            self._push_backoff(entry)
+
+    def unschedulable(self, uid: str) -> None:
+        """No node fits; park it until the cluster changes. A change seen during the cycle retries it."""
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        if entry.pending_update:
+            self._push_backoff(entry)
+            return
+        entry.where = Where.UNSCHEDULABLE
+        entry.parked_at = self.clock()
+
+    def requeue(self, pod: PodInfo, added_at: float, attempts: int) -> None:
+        """A pod whose binding failed comes back through backoff, keeping its history."""
+        entry = QueuedPod(pod, added_at=added_at, attempts=attempts)
+        self.entries[pod.uid] = entry
+        self._push_backoff(entry)
+
+    def move_all_to_active(self, reason: str) -> int:
+        """The cluster changed (`reason`); parked pods get another try, through backoff if it is not over."""
+        moved = 0
+        for entry in self.entries.values():
+            if entry.where is Where.UNSCHEDULABLE:
+                self._push_backoff(entry, since=entry.parked_at)
+                moved += 1
+        self._flush_backoff(self.clock())
+        return moved
+
+
+def backoff_seconds(attempts: int) -> float:
+    """1 s after the first failed attempt, doubling up to 10 s."""
+    return min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** max(0, attempts - 1))

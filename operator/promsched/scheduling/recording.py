@@ -1,0 +1,104 @@
+"""A policy's status as the scheduler keeps it: counters, recent decisions, conditions, preflight.
+
+Scheduling changes it in memory many times a second; the scheduler writes it to the API at most once
+per policy per second (`dirty` says whether a write is due), so status traffic does not grow with pods.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from promsched.api.policies import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Decision,
+    Preflight,
+    SchedulingPolicyStatus,
+    set_condition,
+)
+
+MAX_DECISIONS = 50
+
+
+def condition(kind: ConditionType, ok: bool, reason: str, message: str = "", generation: int | None = None) -> Condition:
+    return Condition(
+        type=kind.value,
+        status=ConditionStatus.TRUE if ok else ConditionStatus.FALSE,
+        reason=reason,
+        message=message,
+        last_transition_time=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
+        observed_generation=generation,
+    )
+
+
+@dataclass
+class PolicyStatus:
+    history: int
+    observed_generation: int | None = None
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    conditions: list[Condition] = field(default_factory=list)
+    decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
+    preflight: Preflight | None = None
+    dirty: bool = True
+
+    @classmethod
+    def resume(cls, existing: SchedulingPolicyStatus, history: int) -> PolicyStatus:
+        """Carry counters and conditions over from the stored status, so a restart does not reset them."""
+        status = cls(
+            history=history,
+            observed_generation=existing.observed_generation,
+            scheduled=existing.scheduled,
+            unschedulable=existing.unschedulable,
+            errors=existing.errors,
+            conditions=list(existing.conditions),
+            preflight=existing.preflight,
+        )
+        status.decisions.extend(reversed(existing.recent_decisions))
+        return status
+
+    def set_conditions(self, conditions: Sequence[Condition]) -> None:
+        updated = self.conditions
+        for new in conditions:
+            updated = set_condition(updated, new)
+        if updated != self.conditions:
+            self.conditions = updated
+            self.dirty = True
+
+    def record(self, decision: Decision, *, scheduled: bool) -> None:
+        if scheduled:
+            self.scheduled += 1
+        else:
+            self.unschedulable += 1
+        self.decisions.append(decision)
+        self.dirty = True
+
+    def record_error(self) -> None:
+        self.errors += 1
+        self.dirty = True
+
+    def to_status(self) -> dict[str, Any]:
+        recent = list(self.decisions)[-self.history :] if self.history else []
+        recent.reverse()
+        status = SchedulingPolicyStatus(
+            observed_generation=self.observed_generation,
+            conditions=self.conditions,
+            scheduled=self.scheduled,
+            unschedulable=self.unschedulable,
+            errors=self.errors,
+            last_decision=self.decisions[-1] if self.decisions else None,
+            recent_decisions=recent,
+            preflight=self.preflight,
+        )
+        body = status.to_object()
+        # A merge patch keeps fields it does not mention; say explicitly which ones are now empty.
+        body.setdefault("lastDecision", None)
+        body.setdefault("preflight", None)
+        body.setdefault("recentDecisions", [])
+        return body

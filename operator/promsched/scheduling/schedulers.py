@@ -1,0 +1,531 @@
+"""The scheduler: cluster events in, bindings, events and policy status out.
+
+It knows nothing of Kopf: the operator feeds it watch events (`on_node`, `on_pod`, `on_policy`) and runs
+`run()`. Every policy is one scheduler name; one loop serves them all from one queue. A cycle is
+synchronous (filters and a snapshot lookup); bindings and event writes run concurrently with the next
+cycles, bounded by `bind_concurrency`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import aiohttp
+
+from promsched.api.policies import (
+    ConditionType,
+    Decision,
+    FilteredCount,
+    Mode,
+    PolicyError,
+    SchedulingPolicy,
+    SchedulingPolicySpec,
+    parse_status,
+)
+from promsched.kube import requests
+from promsched.kube.requests import Request
+from promsched.kube.sending import ApiError
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.identifying import NodeDirectory
+from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
+from promsched.metrics.preflighting import preflight_report
+from promsched.metrics.querying import SecretReader
+from promsched.metrics.refreshing import Refresher, RefreshObserver
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling import telemetry
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.deciding import Outcome, decide
+from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.queues import QueuedPod, SchedulingQueue
+from promsched.scheduling.recording import PolicyStatus, condition
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "promsched"
+DECISION_ANNOTATION = "promsched.io/decision"
+STATUS_WRITE_INTERVAL = 1.0
+SHADOWED_KEPT = 10_000
+TOP_NODES = 3
+
+
+class Sender(Protocol):
+    async def send(self, request: Request) -> Any: ...
+
+
+class HostNotAllowed(ValueError):
+    """A policy's Prometheus URL is outside the operator's allowlist."""
+
+
+@dataclass
+class PolicyRuntime:
+    """One SchedulingPolicy as the scheduler runs it."""
+
+    name: str
+    created: str
+    status: PolicyStatus
+    policy: SchedulingPolicy | None = None  # None while the object is invalid
+    refresher: Refresher | None = None
+    invalid: str = ""  # why the policy cannot run (spec, endpoint, allowlist)
+    conflict_with: str = ""  # the older policy holding the same scheduler name
+    preflight_task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def spec(self) -> SchedulingPolicySpec | None:
+        return self.policy.spec if self.policy else None
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.policy.spec.scheduler_name if self.policy else ""
+
+    @property
+    def generation(self) -> int:
+        return self.policy.generation if self.policy else 0
+
+
+class _PolicyObserver(RefreshObserver):
+    def __init__(self, scheduler: Scheduler, runtime: PolicyRuntime) -> None:
+        self.scheduler = scheduler
+        self.runtime = runtime
+
+    def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
+        telemetry.query_duration.labels(self.runtime.name, plugin).observe(seconds)
+        if error is not None:
+            telemetry.query_errors.labels(self.runtime.name, plugin).inc()
+
+    def snapshot_taken(self, snapshot: Snapshot) -> None:
+        for plugin in snapshot.plugins:
+            age = snapshot.age_seconds(plugin, time.time())
+            if age is not None:
+                telemetry.metric_age.labels(self.runtime.name, plugin).set(age)
+        self.scheduler.update_conditions(self.runtime)
+
+
+def _compact_decision(outcome: Outcome) -> str:
+    top = [{"node": r.node, "total": round(r.total, 1),
+            "plugins": {p.name: None if p.score is None else round(p.score, 1) for p in r.plugins}}
+           for r in outcome.ranked[:TOP_NODES]]
+    return json.dumps({"node": outcome.node, "top": top}, separators=(",", ":"))
+
+
+class Scheduler:
+    def __init__(
+        self,
+        sender: Sender,
+        *,
+        read_secret: SecretReader | None = None,
+        allowed_prometheus_hosts: frozenset[str] | None = None,
+        filters: tuple[Filter, ...] = DEFAULT_FILTERS,
+        rng: random.Random | None = None,
+        bind_concurrency: int = 32,
+    ) -> None:
+        self.sender = sender
+        self.read_secret = read_secret
+        self.allowed_hosts = allowed_prometheus_hosts
+        self.filters = filters
+        self.rng = rng or random.Random()
+        self.cache = ClusterCache()
+        self.queue = SchedulingQueue()
+        self.policies: dict[str, PolicyRuntime] = {}
+        self.owners: dict[str, PolicyRuntime] = {}  # scheduler name -> the policy serving it
+        self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
+        self.shadowed: OrderedDict[str, None] = OrderedDict()
+        self.leading = asyncio.Event()
+        self.leading.set()
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ----- intake -------------------------------------------------------------------------------
+
+    def on_node(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if event_type == "DELETED":
+            self.cache.remove_node(name)
+            return
+        try:
+            node = NodeInfo.from_object(obj)
+        except ValueError as error:
+            logger.warning("Node %s cannot be used: %s", name, error)
+            self.cache.remove_node(name)
+            return
+        if self.cache.upsert_node(node):
+            self.queue.move_all_to_active("node changed")
+
+    def on_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        uid = metadata.get("uid", "")
+        if event_type == "DELETED":
+            self.pending.pop(uid, None)
+            self.queue.remove(uid)
+            if self.cache.remove_pod(uid):
+                self.queue.move_all_to_active("pod deleted")
+            return
+        try:
+            pod = PodInfo.from_object(obj)
+        except PodSpecError as error:
+            self._refuse_malformed(obj, str(error))
+            return
+        if self.cache.observe_pod(pod):
+            self.queue.move_all_to_active("pod finished")
+        if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
+            self.pending.pop(uid, None)
+            self.queue.remove(uid)
+            return
+        self.pending[uid] = pod
+        self._enqueue(pod)
+
+    def _enqueue(self, pod: PodInfo) -> None:
+        runtime = self.owners.get(pod.scheduler_name)
+        if runtime is None or pod.scheduling_gated or pod.uid in self.shadowed or pod.uid in self.cache.assumed:
+            self.queue.remove(pod.uid)
+            return
+        self.queue.add_or_update(pod)
+
+    def _refuse_malformed(self, obj: Mapping[str, Any], message: str) -> None:
+        spec = obj.get("spec", {})
+        runtime = self.owners.get(spec.get("schedulerName", ""))
+        if runtime is None or spec.get("nodeName"):
+            return
+        self._spawn(self._report_unschedulable(obj.get("metadata", {}), f"invalid pod spec: {message}"))
+
+    async def on_policy(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        name = metadata.get("name", "")
+        if event_type == "DELETED":
+            runtime = self.policies.pop(name, None)
+            if runtime is not None:
+                await self._stop_runtime(runtime)
+            self._assign_owners()
+            return
+        runtime = self.policies.get(name)
+        try:
+            policy = SchedulingPolicy.from_object(obj)
+        except PolicyError as error:
+            policy = None
+            problem = str(error)
+        else:
+            problem = ""
+        if runtime is None:
+            stored = policy.status if policy and policy.status else parse_status(None)
+            history = policy.spec.decision_history if policy else 10
+            runtime = PolicyRuntime(name, metadata.get("creationTimestamp", ""), PolicyStatus.resume(stored, history))
+            self.policies[name] = runtime
+        elif policy is not None and runtime.policy is not None and policy.generation == runtime.generation:
+            return  # a status write (ours) or a metadata change: nothing to apply
+        if policy is None:
+            runtime.invalid = problem
+            runtime.policy = None
+            if runtime.refresher is not None:
+                await runtime.refresher.stop()
+                runtime.refresher = None
+        else:
+            await self._apply(runtime, policy)
+        runtime.status.observed_generation = int(metadata.get("generation", 0))
+        self._assign_owners()
+        self.update_conditions(runtime)
+        for pod in list(self.pending.values()):
+            if pod.scheduler_name == runtime.scheduler_name:
+                self._enqueue(pod)
+        self.queue.move_all_to_active("policy changed")
+
+    async def _apply(self, runtime: PolicyRuntime, policy: SchedulingPolicy) -> None:
+        spec = policy.spec
+        runtime.policy = policy
+        runtime.status.history = spec.decision_history
+        try:
+            self._check_allowed(spec.prometheus.url)
+            endpoint = await endpoint_from_policy(spec.prometheus, self.read_secret)
+        except ValueError as error:
+            runtime.invalid = str(error)
+            if runtime.refresher is not None:
+                await runtime.refresher.stop()
+                runtime.refresher = None
+            return
+        runtime.invalid = ""
+        plan = plan_from_policy(spec)
+        if runtime.refresher is None:
+            runtime.refresher = Refresher(plan, endpoint, self._directory, observer=_PolicyObserver(self, runtime))
+        else:
+            await runtime.refresher.update(plan, endpoint)
+        if runtime.preflight_task is not None:
+            runtime.preflight_task.cancel()
+        runtime.preflight_task = self._spawn(self._preflight(runtime))
+
+    def _check_allowed(self, url: str) -> None:
+        if self.allowed_hosts is None:
+            return
+        host = aiohttp.client.URL(url).host or ""
+        if host not in self.allowed_hosts:
+            allowed = ", ".join(sorted(self.allowed_hosts)) or "(none)"
+            raise HostNotAllowed(
+                f"spec.prometheus.url: host {host!r} is not in the operator's allowlist ({allowed}); "
+                "ask the operator's administrator to add it (helm value prometheus.allowedHosts)"
+            )
+
+    def _directory(self) -> NodeDirectory:
+        addresses = {}
+        for node in self.cache.nodes.values():
+            address = node.addresses.get("InternalIP")
+            if address:
+                addresses[address] = node.name
+        return NodeDirectory.of(self.cache.nodes, addresses)
+
+    async def _preflight(self, runtime: PolicyRuntime) -> None:
+        refresher = runtime.refresher
+        if refresher is None:
+            return
+        snapshot = await refresher.refresh()
+        runtime.status.preflight = preflight_report(snapshot, self.cache.nodes)
+        runtime.status.dirty = True
+        refresher.start()
+
+    async def _stop_runtime(self, runtime: PolicyRuntime) -> None:
+        if runtime.preflight_task is not None:
+            runtime.preflight_task.cancel()
+        if runtime.refresher is not None:
+            await runtime.refresher.stop()
+
+    def _assign_owners(self) -> None:
+        """Each scheduler name is served by its oldest valid policy; younger claimants are in Conflict."""
+        owners: dict[str, PolicyRuntime] = {}
+        for runtime in sorted(self.policies.values(), key=lambda r: (r.created, r.name)):
+            if runtime.policy is None:
+                continue
+            holder = owners.get(runtime.scheduler_name)
+            conflict = holder.name if holder else ""
+            if conflict != runtime.conflict_with:
+                runtime.conflict_with = conflict
+                self.update_conditions(runtime)
+            if holder is None:
+                owners[runtime.scheduler_name] = runtime
+        self.owners = owners
+
+    def update_conditions(self, runtime: PolicyRuntime) -> None:
+        generation = runtime.generation or None
+        conflict = condition(
+            ConditionType.CONFLICT, bool(runtime.conflict_with), "SchedulerNameTaken" if runtime.conflict_with
+            else "NoConflict",
+            f"schedulerName {runtime.scheduler_name!r} is served by the older policy {runtime.conflict_with!r}"
+            if runtime.conflict_with else "", generation,
+        )
+        conditions = [conflict]
+        reachable_ok, reachable_reason, reachable_message = False, "Pending", "no refresh yet"
+        complete_ok, complete_reason, complete_message = False, "Pending", "no refresh yet"
+        if runtime.refresher is not None and runtime.refresher.latest.plugins:
+            snapshot = runtime.refresher.latest
+            if any(p.refreshed_at is not None or p.error is not None for p in snapshot.plugins.values()):
+                errors = snapshot.errors
+                reachable_ok = not errors
+                reachable_reason = "QueriesSucceeded" if reachable_ok else "QueryFailed"
+                reachable_message = "; ".join(f"{plugin}: {error}" for plugin, error in errors.items())[:2000]
+                gaps = []
+                for plugin, plugin_snapshot in snapshot.plugins.items():
+                    missing = [node for node in self.cache.nodes if node not in plugin_snapshot.samples]
+                    if missing:
+                        gaps.append(f"{plugin}: {len(missing)} node(s) without series ({', '.join(missing[:5])})")
+                complete_ok = not gaps
+                complete_reason = "AllNodesHaveSeries" if complete_ok else "SeriesMissing"
+                complete_message = "; ".join(gaps)[:2000]
+        conditions.append(condition(ConditionType.PROMETHEUS_REACHABLE, reachable_ok, reachable_reason,
+                                    reachable_message, generation))
+        conditions.append(condition(ConditionType.METRICS_COMPLETE, complete_ok, complete_reason,
+                                    complete_message, generation))
+        if runtime.invalid:
+            ready = condition(ConditionType.READY, False, "InvalidPolicy", runtime.invalid[:2000], generation)
+        elif runtime.conflict_with:
+            ready = condition(ConditionType.READY, False, "Conflict", conflict.message, generation)
+        elif not reachable_ok:
+            ready = condition(ConditionType.READY, False, "PrometheusUnavailable",
+                              f"scheduling with missing metrics as spec.onMissingMetrics says: {reachable_message}",
+                              generation)
+        else:
+            ready = condition(ConditionType.READY, True, "Scheduling", "", generation)
+        runtime.status.set_conditions([ready, *conditions])
+
+    # ----- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule until cancelled; status writes are flushed alongside."""
+        flusher = asyncio.create_task(self._flush_statuses(), name="promsched-status-writer")
+        try:
+            while True:
+                await self.leading.wait()
+                entry = await self.queue.pop()
+                if not self.leading.is_set():
+                    self.queue.backoff(entry.pod.uid)
+                    continue
+                self.schedule_one(entry)
+                telemetry.pending_pods.labels("all").set(len(self.queue))
+                # Let watch events and bindings run between cycles.
+                await asyncio.sleep(0)
+        finally:
+            flusher.cancel()
+            await self.close()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        for runtime in self.policies.values():
+            await self._stop_runtime(runtime)
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Background work failed", exc_info=task.exception())
+
+    def schedule_one(self, entry: QueuedPod) -> Outcome | None:
+        pod = entry.pod
+        runtime = self.owners.get(pod.scheduler_name)
+        if runtime is None or runtime.policy is None or pod.uid not in self.pending:
+            self.queue.remove(pod.uid)
+            return None
+        if runtime.refresher is None:
+            # The policy cannot read metrics (e.g. its Prometheus is not allowed); it must not place pods.
+            self._unschedulable(entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}")
+            return None
+        if pod.unsupported:
+            message = "; ".join(f"{item} is not supported by promsched yet" for item in pod.unsupported)
+            self._unschedulable(entry, runtime, None, message)
+            return None
+        started = time.perf_counter()
+        outcome = decide(pod, self.cache, runtime.refresher.latest, filters=self.filters, rng=self.rng)
+        telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
+        decision = self._decision(entry, runtime, outcome)
+        if runtime.policy.spec.mode is Mode.SHADOW:
+            self.queue.done(pod.uid)
+            self.shadowed[pod.uid] = None
+            while len(self.shadowed) > SHADOWED_KEPT:
+                self.shadowed.popitem(last=False)
+            runtime.status.record(decision, scheduled=outcome.node is not None)
+            return outcome
+        if outcome.node is None:
+            self._unschedulable(entry, runtime, decision, outcome.message)
+            return outcome
+        self.cache.assume(pod, outcome.node)
+        self.queue.done(pod.uid)
+        self._spawn(self._bind(entry, runtime, decision, outcome))
+        return outcome
+
+    def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:
+        policy = runtime.policy
+        assert policy is not None
+        filtered = sorted(outcome.filtered.items(), key=lambda item: -item[1])[:32]
+        return Decision(
+            pod=entry.pod.key,
+            node=outcome.node,
+            time=datetime.now(UTC),
+            latency_ms=max(0.0, (self.queue.clock() - entry.added_at) * 1000.0),
+            generation=policy.generation,
+            mode=policy.spec.mode,
+            top_nodes=[result.to_api() for result in outcome.ranked[:TOP_NODES]],
+            filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
+        )
+
+    def _unschedulable(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision | None, message: str
+    ) -> None:
+        self.queue.unschedulable(entry.pod.uid)
+        telemetry.schedule_attempts.labels("unschedulable", runtime.name).inc()
+        if decision is not None:
+            runtime.status.record(decision, scheduled=False)
+        else:
+            runtime.status.unschedulable += 1
+            runtime.status.dirty = True
+        pod = entry.pod
+        self._spawn(self._report_unschedulable({"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}, message))
+
+    async def _report_unschedulable(self, metadata: Mapping[str, Any], message: str) -> None:
+        namespace, name = metadata.get("namespace", "default"), metadata.get("name", "")
+        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name,
+                     "uid": metadata.get("uid", "")}
+        pod_condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": message, "lastTransitionTime": requests.now_rfc3339()}
+        await self._send_quietly(requests.patch_pod_condition(namespace, name, pod_condition))
+        await self._send_quietly(requests.create_event(regarding, "Warning", "FailedScheduling", message, COMPONENT))
+
+    async def _send_quietly(self, request: Request) -> None:
+        """Events and conditions inform; losing one must not fail scheduling."""
+        try:
+            await self.sender.send(request)
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+            logger.warning("%s %s failed: %s", request.method, request.path, error)
+
+    async def _bind(self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, outcome: Outcome) -> None:
+        pod, node = entry.pod, outcome.node
+        assert node is not None
+        async with self._bind_slots:
+            started = time.perf_counter()
+            try:
+                await self.sender.send(
+                    requests.bind_pod(pod.namespace, pod.name, pod.uid, node,
+                                      {DECISION_ANNOTATION: _compact_decision(outcome)})
+                )
+            except ApiError as error:
+                telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+                self.cache.forget(pod.uid)
+                if error.status in (404, 409):
+                    # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
+                    logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
+                    return
+                self._bind_failed(entry, runtime, f"Binding rejected: {error}")
+                return
+            except (aiohttp.ClientError, TimeoutError) as error:
+                telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+                self.cache.forget(pod.uid)
+                self._bind_failed(entry, runtime, f"Binding failed: {error}")
+                return
+        telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
+        telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
+        telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))
+        telemetry.decisions_per_node.labels(node).inc()
+        runtime.status.record(decision, scheduled=True)
+        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        await self._send_quietly(requests.create_event(
+            regarding, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", COMPONENT))
+
+    def _bind_failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
+        logger.warning("%s: %s", entry.pod.key, message)
+        telemetry.schedule_attempts.labels("error", runtime.name).inc()
+        runtime.status.record_error()
+        if entry.pod.uid in self.pending:
+            self.queue.requeue(self.pending[entry.pod.uid], entry.added_at, entry.attempts)
+
+    async def _flush_statuses(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_WRITE_INTERVAL)
+            await self.flush_statuses()
+
+    async def flush_statuses(self) -> None:
+        """Write every changed policy status (one merge patch per policy)."""
+        for runtime in list(self.policies.values()):
+            if not runtime.status.dirty:
+                continue
+            runtime.status.dirty = False
+            try:
+                await self.sender.send(requests.patch_policy_status(runtime.name, runtime.status.to_status()))
+            except ApiError as error:
+                if error.status != 404:
+                    runtime.status.dirty = True
+                    logger.warning("Writing the status of policy %s failed: %s", runtime.name, error)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                runtime.status.dirty = True
+                logger.warning("Writing the status of policy %s failed: %s", runtime.name, error)
+

@@ -1,0 +1,42 @@
+"""The operator's own metrics (served on /metrics), named as kube-scheduler names its equivalents."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+schedule_attempts = Counter(
+    "promsched_schedule_attempts_total",
+    "Scheduling attempts by result (scheduled, unschedulable, error) and policy.",
+    ["result", "policy"],
+)
+attempt_duration = Histogram(
+    "promsched_scheduling_attempt_duration_seconds",
+    "Time to filter and score one pod.",
+    ["policy"],
+    buckets=LATENCY_BUCKETS,
+)
+e2e_latency = Histogram(
+    "promsched_pod_scheduling_duration_seconds",
+    "Time from a pod entering the queue to its binding.",
+    ["policy"],
+    buckets=LATENCY_BUCKETS,
+)
+pending_pods = Gauge("promsched_pending_pods", "Pods in the scheduling queue by sub-queue.", ["queue"])
+bind_duration = Histogram(
+    "promsched_binding_duration_seconds", "Duration of pods/binding requests.", ["result"], buckets=LATENCY_BUCKETS
+)
+query_duration = Histogram(
+    "promsched_prometheus_query_duration_seconds",
+    "Duration of Prometheus queries by policy and plugin.",
+    ["policy", "plugin"],
+    buckets=LATENCY_BUCKETS,
+)
+query_errors = Counter(
+    "promsched_prometheus_query_errors_total", "Failed Prometheus queries by policy and plugin.", ["policy", "plugin"]
+)
+metric_age = Gauge(
+    "promsched_metric_age_seconds", "Age of the newest samples of each plugin at the last refresh.", ["policy", "plugin"]
+)
+decisions_per_node = Counter("promsched_node_decisions_total", "Pods bound per node.", ["node"])
