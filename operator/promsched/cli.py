@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -80,6 +81,56 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from promsched.sandbox.demoing import demo
+
+    demo(args.dir)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+
+    from promsched.operating.wiring import RunOptions, run
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    hosts = args.allowed_prometheus_hosts
+    run(
+        RunOptions(
+            kubeconfig=args.kubeconfig,
+            namespaces=tuple(args.namespace),
+            listen=args.listen,
+            leader_elect=args.leader_elect,
+            lease_namespace=args.lease_namespace,
+            lease_name=args.lease_name,
+            allowed_prometheus_hosts=frozenset(h for h in hosts.split(",") if h)
+            if hosts is not None
+            else None,
+        )
+    )
+    return 0
+
+
+def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = os.environ.get
+    run = commands.add_parser("run", help="run the scheduler (a Kopf operator)")
+    run.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
+    run.add_argument("--namespace", action="append", default=[], help="schedule only pods of this namespace")
+    run.add_argument(
+        "--listen", default=env("PROMSCHED_LISTEN", "127.0.0.1:8080"), help="/metrics and probes"
+    )
+    run.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
+    run.add_argument("--lease-namespace", default=env("POD_NAMESPACE", "default"))
+    run.add_argument("--lease-name", default="promsched")
+    run.add_argument(
+        "--allowed-prometheus-hosts",
+        default=env("PROMSCHED_ALLOWED_PROMETHEUS_HOSTS"),
+        help="comma-separated hosts a policy may point at (default: any)",
+    )
+    run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.set_defaults(run=_run)
+
+
 def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sandbox = commands.add_parser("sandbox", help="a local control plane with simulated nodes and Prometheus")
     actions = sandbox.add_subparsers(dest="action", required=True)
@@ -118,10 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="promsched", description="A load-aware Kubernetes scheduler.")
     parser.add_argument("--version", action="version", version=f"promsched {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    _run_parser(commands)
+    demo = commands.add_parser("demo", help="place a sample workload on a running sandbox and show why")
+    demo.add_argument("--dir", type=Path, default=Path(".sandbox"), help="sandbox folder (default .sandbox)")
+    demo.set_defaults(run=_demo)
     _sandbox_parser(commands)
-    commands.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition").set_defaults(run=_crd)
+    commands.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition").set_defaults(
+        run=_crd
+    )
     convert = commands.add_parser(
-        "convert", help="turn a KubeSchedulerConfiguration using the original Go plugins into SchedulingPolicies"
+        "convert",
+        help="turn a KubeSchedulerConfiguration using the original Go plugins into SchedulingPolicies",
     )
     convert.add_argument("file", type=Path)
     convert.set_defaults(run=_convert)

@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox, SandboxError
+from support.polling import eventually
 
 pytestmark = pytest.mark.integration
-T = TypeVar("T")
 # Simulated counters are exact; the tolerance covers float formatting and a window mid-change.
 TOLERANCE_PERCENT = 0.5
-
-
-def eventually(probe: Callable[[], T], accept: Callable[[T], bool], timeout: float = 60.0) -> T:
-    """Poll `probe` until `accept` holds for its value; fail with the last value at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if accept(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"still {value!r} after {timeout:.0f}s")
-        time.sleep(0.5)
 
 
 def query_by_node(sandbox: Sandbox, promql: str) -> dict[str, float]:

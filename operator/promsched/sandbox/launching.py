@@ -126,23 +126,36 @@ class Supervisor:
             return "(no log)"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
+    def stop(self, name: str, grace: float = 10.0) -> bool:
+        """Stop one recorded process; True when it was running."""
+        process = self.get(name)
+        (self.pids / f"{name}.pid").unlink(missing_ok=True)
+        if process is None or not process.alive():
+            return False
+        _terminate(process, grace, lambda _line: None)
+        return True
+
     def stop_all(self, report: Report, grace: float = 10.0) -> list[str]:
         """Stop every recorded live process group, last started first (clients before the servers they
         need, so none hangs on a dead dependency); SIGKILL what ignores SIGTERM for `grace` seconds."""
         alive = [p for p in self.recorded() if p.alive()]
         alive.sort(key=lambda p: int(p.started or 0), reverse=True)
         for process in alive:
-            _signal_group(process.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and process.alive():
-                time.sleep(0.05)
-            if process.alive():
-                report(f"  {process.name} did not stop on SIGTERM within {grace:.0f}s; killing it")
-                _signal_group(process.pid, signal.SIGKILL)
-            _reap(process.pid)
+            _terminate(process, grace, report)
         for path in self.pids.glob("*.pid") if self.pids.exists() else []:
             path.unlink()
         return [p.name for p in alive]
+
+
+def _terminate(process: Process, grace: float, report: Report) -> None:
+    _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and process.alive():
+        time.sleep(0.05)
+    if process.alive():
+        report(f"  {process.name} did not stop on SIGTERM within {grace:.0f}s; killing it")
+        _signal_group(process.pid, signal.SIGKILL)
+    _reap(process.pid)
 
 
 def _signal_group(pid: int, signum: signal.Signals) -> None:

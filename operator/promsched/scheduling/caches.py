@@ -43,7 +43,7 @@ class ClusterCache:
     def usage_of(self, node: str) -> NodeUsage:
         usage = self.usage.get(node)
         if usage is None:
-            usage = self.usage[node] = NodeUsage.empty()
+            usage = self.usage[node] = NodeUsage()
         return usage
 
     def upsert_node(self, node: NodeInfo) -> bool:

@@ -32,7 +32,9 @@ class Outcome:
     message: str = ""
 
 
-def herd_adjustments(cache: ClusterCache, snapshot: Snapshot, nodes: list[str]) -> dict[str, dict[str, float]]:
+def herd_adjustments(
+    cache: ClusterCache, snapshot: Snapshot, nodes: list[str]
+) -> dict[str, dict[str, float]]:
     """Load (percent) to add per node and plugin for pods placed since the snapshot was taken, so a burst
     does not all land on the node that looked idlest when the metrics were read."""
     if not any(name in snapshot.plugins for name in (BuiltinPlugin.CPU, BuiltinPlugin.MEMORY)):
@@ -70,7 +72,11 @@ def decide(
             filtered[result.reasons[0].key] += 1
     total_nodes = len(cache.nodes)
     if not ranked:
-        message = summarize_failures(total_nodes, filtered) if total_nodes else "no nodes available to schedule pods"
+        message = (
+            summarize_failures(total_nodes, filtered)
+            if total_nodes
+            else "no nodes available to schedule pods"
+        )
         return Outcome(None, (), dict(filtered), total_nodes, message)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total

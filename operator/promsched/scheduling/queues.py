@@ -13,6 +13,8 @@ attempt instead of making a second entry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import heapq
 import itertools
 import time
@@ -78,15 +80,18 @@ class SchedulingQueue:
         self._wakeup.set()
 
     def add_or_update(self, pod: PodInfo) -> None:
-        """A pending pod was seen (added or changed). A changed pod is retried at once unless it is in
-        backoff: the change may be what makes it schedulable."""
+        """A pending pod was seen (added or changed). A pod whose spec changed is retried at once unless
+        it is in backoff: the change may be what makes it schedulable."""
         entry = self.entries.get(pod.uid)
         if entry is None:
             entry = QueuedPod(pod, added_at=self.clock())
             self.entries[pod.uid] = entry
             self._push_active(entry)
             return
+        changed = _changed(entry.pod, pod)
         entry.pod = pod
+        if not changed:
+            return
         if entry.where is Where.IN_FLIGHT:
             entry.pending_update = True
         elif entry.where is Where.UNSCHEDULABLE:
@@ -132,10 +137,8 @@ class SchedulingQueue:
             wait = flush_interval
             if self._backoff:
                 wait = min(wait, max(0.0, self._backoff[0][0] - self.clock()))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout=wait)
-            except TimeoutError:
-                pass
 
     def done(self, uid: str) -> None:
         """The pod is assumed onto a node; it leaves the queue (a failed bind re-adds it)."""
@@ -175,6 +178,11 @@ class SchedulingQueue:
         return moved
 
 
+def _changed(old: PodInfo, new: PodInfo) -> bool:
+    """Whether an update can change where the pod fits; our own status writes (PodScheduled) cannot."""
+    return dataclasses.replace(old, resource_version=new.resource_version) != new
+
+
 def backoff_seconds(attempts: int) -> float:
     """1 s after the first failed attempt, doubling up to 10 s."""
-    return min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** max(0, attempts - 1))
+    return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0 ** max(0, attempts - 1))

@@ -25,7 +25,9 @@ from promsched.api.policies import (
 MAX_DECISIONS = 50
 
 
-def condition(kind: ConditionType, ok: bool, reason: str, message: str = "", generation: int | None = None) -> Condition:
+def condition(
+    kind: ConditionType, ok: bool, reason: str, message: str = "", generation: int | None = None
+) -> Condition:
     return Condition(
         type=kind.value,
         status=ConditionStatus.TRUE if ok else ConditionStatus.FALSE,

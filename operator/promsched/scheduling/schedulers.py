@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import aiohttp
+import yarl
 
 from promsched.api.policies import (
     ConditionType,
@@ -112,9 +113,14 @@ class _PolicyObserver(RefreshObserver):
 
 
 def _compact_decision(outcome: Outcome) -> str:
-    top = [{"node": r.node, "total": round(r.total, 1),
-            "plugins": {p.name: None if p.score is None else round(p.score, 1) for p in r.plugins}}
-           for r in outcome.ranked[:TOP_NODES]]
+    top = [
+        {
+            "node": r.node,
+            "total": round(r.total, 1),
+            "plugins": {p.name: None if p.score is None else round(p.score, 1) for p in r.plugins},
+        }
+        for r in outcome.ranked[:TOP_NODES]
+    ]
     return json.dumps({"node": outcome.node, "top": top}, separators=(",", ":"))
 
 
@@ -125,6 +131,7 @@ class Scheduler:
         *,
         read_secret: SecretReader | None = None,
         allowed_prometheus_hosts: frozenset[str] | None = None,
+        namespaces: frozenset[str] | None = None,
         filters: tuple[Filter, ...] = DEFAULT_FILTERS,
         rng: random.Random | None = None,
         bind_concurrency: int = 32,
@@ -132,6 +139,7 @@ class Scheduler:
         self.sender = sender
         self.read_secret = read_secret
         self.allowed_hosts = allowed_prometheus_hosts
+        self.namespaces = namespaces  # None: pods of every namespace are scheduled
         self.filters = filters
         self.rng = rng or random.Random()
         self.cache = ClusterCache()
@@ -186,7 +194,14 @@ class Scheduler:
 
     def _enqueue(self, pod: PodInfo) -> None:
         runtime = self.owners.get(pod.scheduler_name)
-        if runtime is None or pod.scheduling_gated or pod.uid in self.shadowed or pod.uid in self.cache.assumed:
+        outside = self.namespaces is not None and pod.namespace not in self.namespaces
+        if (
+            runtime is None
+            or outside
+            or pod.scheduling_gated
+            or pod.uid in self.shadowed
+            or pod.uid in self.cache.assumed
+        ):
             self.queue.remove(pod.uid)
             return
         self.queue.add_or_update(pod)
@@ -218,7 +233,9 @@ class Scheduler:
         if runtime is None:
             stored = policy.status if policy and policy.status else parse_status(None)
             history = policy.spec.decision_history if policy else 10
-            runtime = PolicyRuntime(name, metadata.get("creationTimestamp", ""), PolicyStatus.resume(stored, history))
+            runtime = PolicyRuntime(
+                name, metadata.get("creationTimestamp", ""), PolicyStatus.resume(stored, history)
+            )
             self.policies[name] = runtime
         elif policy is not None and runtime.policy is not None and policy.generation == runtime.generation:
             return  # a status write (ours) or a metadata change: nothing to apply
@@ -254,7 +271,9 @@ class Scheduler:
         runtime.invalid = ""
         plan = plan_from_policy(spec)
         if runtime.refresher is None:
-            runtime.refresher = Refresher(plan, endpoint, self._directory, observer=_PolicyObserver(self, runtime))
+            runtime.refresher = Refresher(
+                plan, endpoint, self._directory, observer=_PolicyObserver(self, runtime)
+            )
         else:
             await runtime.refresher.update(plan, endpoint)
         if runtime.preflight_task is not None:
@@ -264,7 +283,7 @@ class Scheduler:
     def _check_allowed(self, url: str) -> None:
         if self.allowed_hosts is None:
             return
-        host = aiohttp.client.URL(url).host or ""
+        host = yarl.URL(url).host or ""
         if host not in self.allowed_hosts:
             allowed = ", ".join(sorted(self.allowed_hosts)) or "(none)"
             raise HostNotAllowed(
@@ -312,11 +331,15 @@ class Scheduler:
 
     def update_conditions(self, runtime: PolicyRuntime) -> None:
         generation = runtime.generation or None
+        holder = runtime.conflict_with
         conflict = condition(
-            ConditionType.CONFLICT, bool(runtime.conflict_with), "SchedulerNameTaken" if runtime.conflict_with
-            else "NoConflict",
-            f"schedulerName {runtime.scheduler_name!r} is served by the older policy {runtime.conflict_with!r}"
-            if runtime.conflict_with else "", generation,
+            ConditionType.CONFLICT,
+            bool(holder),
+            "SchedulerNameTaken" if holder else "NoConflict",
+            f"schedulerName {runtime.scheduler_name!r} is served by the older policy {holder!r}"
+            if holder
+            else "",
+            generation,
         )
         conditions = [conflict]
         reachable_ok, reachable_reason, reachable_message = False, "Pending", "no refresh yet"
@@ -332,22 +355,38 @@ class Scheduler:
                 for plugin, plugin_snapshot in snapshot.plugins.items():
                     missing = [node for node in self.cache.nodes if node not in plugin_snapshot.samples]
                     if missing:
-                        gaps.append(f"{plugin}: {len(missing)} node(s) without series ({', '.join(missing[:5])})")
+                        gaps.append(
+                            f"{plugin}: {len(missing)} node(s) without series ({', '.join(missing[:5])})"
+                        )
                 complete_ok = not gaps
                 complete_reason = "AllNodesHaveSeries" if complete_ok else "SeriesMissing"
                 complete_message = "; ".join(gaps)[:2000]
-        conditions.append(condition(ConditionType.PROMETHEUS_REACHABLE, reachable_ok, reachable_reason,
-                                    reachable_message, generation))
-        conditions.append(condition(ConditionType.METRICS_COMPLETE, complete_ok, complete_reason,
-                                    complete_message, generation))
+        conditions.append(
+            condition(
+                ConditionType.PROMETHEUS_REACHABLE,
+                reachable_ok,
+                reachable_reason,
+                reachable_message,
+                generation,
+            )
+        )
+        conditions.append(
+            condition(
+                ConditionType.METRICS_COMPLETE, complete_ok, complete_reason, complete_message, generation
+            )
+        )
         if runtime.invalid:
             ready = condition(ConditionType.READY, False, "InvalidPolicy", runtime.invalid[:2000], generation)
         elif runtime.conflict_with:
             ready = condition(ConditionType.READY, False, "Conflict", conflict.message, generation)
         elif not reachable_ok:
-            ready = condition(ConditionType.READY, False, "PrometheusUnavailable",
-                              f"scheduling with missing metrics as spec.onMissingMetrics says: {reachable_message}",
-                              generation)
+            ready = condition(
+                ConditionType.READY,
+                False,
+                "PrometheusUnavailable",
+                f"scheduling with missing metrics as spec.onMissingMetrics says: {reachable_message}",
+                generation,
+            )
         else:
             ready = condition(ConditionType.READY, True, "Scheduling", "", generation)
         runtime.status.set_conditions([ready, *conditions])
@@ -399,7 +438,9 @@ class Scheduler:
             return None
         if runtime.refresher is None:
             # The policy cannot read metrics (e.g. its Prometheus is not allowed); it must not place pods.
-            self._unschedulable(entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}")
+            self._unschedulable(
+                entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}"
+            )
             return None
         if pod.unsupported:
             message = "; ".join(f"{item} is not supported by promsched yet" for item in pod.unsupported)
@@ -450,16 +491,32 @@ class Scheduler:
             runtime.status.unschedulable += 1
             runtime.status.dirty = True
         pod = entry.pod
-        self._spawn(self._report_unschedulable({"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}, message))
+        self._spawn(
+            self._report_unschedulable(
+                {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}, message
+            )
+        )
 
     async def _report_unschedulable(self, metadata: Mapping[str, Any], message: str) -> None:
         namespace, name = metadata.get("namespace", "default"), metadata.get("name", "")
-        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name,
-                     "uid": metadata.get("uid", "")}
-        pod_condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                         "message": message, "lastTransitionTime": requests.now_rfc3339()}
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": name,
+            "uid": metadata.get("uid", ""),
+        }
+        pod_condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": requests.now_rfc3339(),
+        }
         await self._send_quietly(requests.patch_pod_condition(namespace, name, pod_condition))
-        await self._send_quietly(requests.create_event(regarding, "Warning", "FailedScheduling", message, COMPONENT))
+        await self._send_quietly(
+            requests.create_event(regarding, "Warning", "FailedScheduling", message, COMPONENT)
+        )
 
     async def _send_quietly(self, request: Request) -> None:
         """Events and conditions inform; losing one must not fail scheduling."""
@@ -468,15 +525,22 @@ class Scheduler:
         except (ApiError, aiohttp.ClientError, TimeoutError) as error:
             logger.warning("%s %s failed: %s", request.method, request.path, error)
 
-    async def _bind(self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, outcome: Outcome) -> None:
+    async def _bind(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, outcome: Outcome
+    ) -> None:
         pod, node = entry.pod, outcome.node
         assert node is not None
         async with self._bind_slots:
             started = time.perf_counter()
             try:
                 await self.sender.send(
-                    requests.bind_pod(pod.namespace, pod.name, pod.uid, node,
-                                      {DECISION_ANNOTATION: _compact_decision(outcome)})
+                    requests.bind_pod(
+                        pod.namespace,
+                        pod.name,
+                        pod.uid,
+                        node,
+                        {DECISION_ANNOTATION: _compact_decision(outcome)},
+                    )
                 )
             except ApiError as error:
                 telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
@@ -497,9 +561,18 @@ class Scheduler:
         telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))
         telemetry.decisions_per_node.labels(node).inc()
         runtime.status.record(decision, scheduled=True)
-        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
-        await self._send_quietly(requests.create_event(
-            regarding, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", COMPONENT))
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+        }
+        await self._send_quietly(
+            requests.create_event(
+                regarding, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", COMPONENT
+            )
+        )
 
     def _bind_failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
         logger.warning("%s: %s", entry.pod.key, message)
@@ -528,4 +601,3 @@ class Scheduler:
             except (aiohttp.ClientError, TimeoutError) as error:
                 runtime.status.dirty = True
                 logger.warning("Writing the status of policy %s failed: %s", runtime.name, error)
-

@@ -25,7 +25,10 @@ e2e_latency = Histogram(
 )
 pending_pods = Gauge("promsched_pending_pods", "Pods in the scheduling queue by sub-queue.", ["queue"])
 bind_duration = Histogram(
-    "promsched_binding_duration_seconds", "Duration of pods/binding requests.", ["result"], buckets=LATENCY_BUCKETS
+    "promsched_binding_duration_seconds",
+    "Duration of pods/binding requests.",
+    ["result"],
+    buckets=LATENCY_BUCKETS,
 )
 query_duration = Histogram(
     "promsched_prometheus_query_duration_seconds",
@@ -34,9 +37,13 @@ query_duration = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 query_errors = Counter(
-    "promsched_prometheus_query_errors_total", "Failed Prometheus queries by policy and plugin.", ["policy", "plugin"]
+    "promsched_prometheus_query_errors_total",
+    "Failed Prometheus queries by policy and plugin.",
+    ["policy", "plugin"],
 )
 metric_age = Gauge(
-    "promsched_metric_age_seconds", "Age of the newest samples of each plugin at the last refresh.", ["policy", "plugin"]
+    "promsched_metric_age_seconds",
+    "Age of the newest samples of each plugin at the last refresh.",
+    ["policy", "plugin"],
 )
 decisions_per_node = Counter("promsched_node_decisions_total", "Pods bound per node.", ["node"])

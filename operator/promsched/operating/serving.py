@@ -1,0 +1,68 @@
+"""The operator's HTTP endpoints: /metrics, /healthz (liveness) and /readyz (readiness).
+
+Liveness means the scheduling loop runs and watches deliver events; readiness adds that every running
+policy's snapshot is fresh. A standby replica is ready (it holds no lease, but would take over).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from promsched.scheduling.schedulers import Scheduler
+
+Check = Callable[[], list[str]]
+
+
+def liveness_problems(
+    scheduler: Scheduler,
+    loop_alive: Callable[[], bool],
+    last_event: Callable[[], float],
+    watch_silence: float,
+) -> list[str]:
+    problems = []
+    if not loop_alive():
+        problems.append("the scheduling loop is not running")
+    silent = time.monotonic() - last_event()
+    if silent > watch_silence:
+        problems.append(f"no watch event for {silent:.0f}s (nodes heartbeat far more often)")
+    return problems
+
+
+def readiness_problems(scheduler: Scheduler) -> list[str]:
+    problems = []
+    if not scheduler.cache.nodes:
+        problems.append("no nodes seen yet")
+    now = time.time()
+    for runtime in scheduler.owners.values():
+        refresher = runtime.refresher
+        spec = runtime.spec
+        if refresher is None or spec is None:
+            continue
+        age = now - refresher.latest.taken_at
+        if age > spec.stale_after_seconds:
+            problems.append(f"policy {runtime.name}: metric snapshot is {age:.0f}s old")
+    return problems
+
+
+def application(liveness: Check, readiness: Check) -> web.Application:
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def probe(check: Check) -> Callable[[web.Request], object]:
+        async def handler(_request: web.Request) -> web.Response:
+            problems = check()
+            if problems:
+                return web.Response(status=503, text="\n".join(problems) + "\n")
+            return web.Response(text="ok\n")
+
+        return handler
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", probe(liveness))  # type: ignore[arg-type]
+    app.router.add_get("/readyz", probe(readiness))  # type: ignore[arg-type]
+    return app

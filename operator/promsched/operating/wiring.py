@@ -1,0 +1,180 @@
+"""The one module that imports Kopf: it wires watch events into the scheduler and runs the operator.
+
+Pods and nodes are followed with `@kopf.on.event` only, so Kopf writes nothing on them (no
+annotations, no finalizers); SchedulingPolicies too, since the scheduler tracks generations itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from promsched.api.policies import GROUP, PLURAL, VERSION
+from promsched.kube.credentials import Credentials, discover
+from promsched.kube.sending import KubeClient
+from promsched.operating import serving
+from promsched.operating.leasing import LeaseElector
+from promsched.operating.secrets import SecretCache
+from promsched.scheduling.schedulers import Scheduler
+
+logger = logging.getLogger(__name__)
+
+# Watches are re-opened this often even when healthy, and a connection silent for longer than the
+# client timeout is dropped and re-opened: Kopf's defaults would wait on a dead watch forever.
+WATCH_SERVER_TIMEOUT = 300
+WATCH_CLIENT_TIMEOUT = 330
+WATCH_CONNECT_TIMEOUT = 10
+# kwok and kubelets renew node status at least every minute; this much silence means a dead watch.
+WATCH_SILENCE_LIMIT = 180.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    kubeconfig: Path | None = None
+    namespaces: tuple[str, ...] = ()
+    listen: str = "127.0.0.1:8080"
+    leader_elect: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "promsched"
+    allowed_prometheus_hosts: frozenset[str] | None = None
+
+
+@dataclass
+class Runtime:
+    options: RunOptions
+    credentials: Credentials
+    client: KubeClient
+    scheduler: Scheduler
+    loop_task: asyncio.Task[None] | None = None
+    elector_task: asyncio.Task[None] | None = None
+    site: web.AppRunner | None = None
+    last_event: float = 0.0
+
+
+_runtime: Runtime | None = None
+
+
+def _current() -> Runtime:
+    if _runtime is None:
+        raise RuntimeError("promsched's operator runtime is not started")
+    return _runtime
+
+
+@kopf.on.login()
+def login(**_: Any) -> kopf.ConnectionInfo:
+    credentials = _current().credentials
+    return kopf.ConnectionInfo(
+        server=credentials.server,
+        ca_path=credentials.ca_path,
+        insecure=credentials.insecure,
+        certificate_path=credentials.certificate_path,
+        private_key_path=credentials.private_key_path,
+        token=credentials.bearer_token(),
+        default_namespace=credentials.default_namespace,
+    )
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    runtime = _current()
+    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
+    settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
+    settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
+    settings.networking.request_timeout = 60
+    # Kopf would post its handler logs as Kubernetes events on every pod; the scheduler posts its own.
+    settings.posting.enabled = False
+    await runtime.client.__aenter__()
+    runtime.last_event = time.monotonic()
+    runtime.loop_task = asyncio.create_task(runtime.scheduler.run(), name="promsched-scheduler")
+    options = runtime.options
+    if options.leader_elect:
+        runtime.scheduler.leading.clear()
+
+        def on_change(leading: bool) -> None:
+            (runtime.scheduler.leading.set if leading else runtime.scheduler.leading.clear)()
+
+        elector = LeaseElector(
+            runtime.client,
+            options.lease_namespace,
+            options.lease_name,
+            f"{socket.gethostname()}-{os.getpid()}",
+            on_change,
+        )
+        runtime.elector_task = asyncio.create_task(elector.run(), name="promsched-leader-election")
+    app = serving.application(
+        lambda: serving.liveness_problems(
+            runtime.scheduler,
+            lambda: runtime.loop_task is not None and not runtime.loop_task.done(),
+            lambda: runtime.last_event,
+            WATCH_SILENCE_LIMIT,
+        ),
+        lambda: serving.readiness_problems(runtime.scheduler),
+    )
+    runtime.site = web.AppRunner(app, access_log=None)
+    await runtime.site.setup()
+    host, _colon, port = options.listen.rpartition(":")
+    await web.TCPSite(runtime.site, host or "0.0.0.0", int(port)).start()
+    logger.info("promsched serving /metrics, /healthz, /readyz on %s", options.listen)
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    runtime = _current()
+    for task in (runtime.elector_task, runtime.loop_task):
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+    if runtime.site is not None:
+        await runtime.site.cleanup()
+    await runtime.client.close()
+
+
+def _kind(event: kopf.RawEvent) -> str:
+    # Objects of the initial listing come with no type: they are additions.
+    return str(event.get("type") or "ADDED")
+
+
+@kopf.on.event("", "v1", "nodes")
+async def node_event(event: kopf.RawEvent, **_: Any) -> None:
+    runtime = _current()
+    runtime.last_event = time.monotonic()
+    runtime.scheduler.on_node(_kind(event), event["object"])
+
+
+@kopf.on.event("", "v1", "pods")
+async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
+    runtime = _current()
+    runtime.last_event = time.monotonic()
+    runtime.scheduler.on_pod(_kind(event), event["object"])
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
+    await _current().scheduler.on_policy(_kind(event), event["object"])
+
+
+def run(options: RunOptions) -> None:
+    """Run the operator until interrupted."""
+    global _runtime
+    credentials = discover(options.kubeconfig)
+    client = KubeClient(credentials)
+    secrets = SecretCache(client)
+    scheduler = Scheduler(
+        client,
+        read_secret=secrets.read,
+        allowed_prometheus_hosts=options.allowed_prometheus_hosts,
+        namespaces=frozenset(options.namespaces) or None,
+    )
+    _runtime = Runtime(options, credentials, client, scheduler)
+    # Pods of every namespace are watched even when scheduling is limited to some: their requests
+    # occupy the same nodes, and leaving them out would overcommit.
+    kopf.run(standalone=True, clusterwide=True)

@@ -1,0 +1,26 @@
+"""Room on the node for the pod's requests and one more pod, as kube-scheduler's NodeResourcesFit plugin.
+
+Requests count against allocatable less what the node's pods already request, not against live use
+(that is the metrics' part). An extended resource the node does not offer is Insufficient. kube lists
+every short resource; one reason per node is kept here, the first in kube's order (pods, cpu, memory,
+ephemeral-storage, extended resources by name).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.pods import PodInfo
+
+TOO_MANY_PODS: Final = "Too many pods"
+
+
+class NodeResourcesFit:
+    name = "NodeResourcesFit"
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+        if usage.pods + 1 > node.allocatable_pods:
+            return TOO_MANY_PODS
+        short = pod.requests.insufficient(usage.requested, node.allocatable)
+        return f"Insufficient {short[0]}" if short else None

@@ -1,0 +1,25 @@
+"""spec.nodeSelector and required node affinity, as kube-scheduler's NodeAffinity plugin: every
+nodeSelector label must be on the node with that value, and one of the required terms must match."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.pods import PodInfo
+
+REASON: Final = "node(s) didn't match Pod's node affinity/selector"
+
+
+class NodeAffinity:
+    name = "NodeAffinity"
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+        labels = node.labels
+        for key, value in pod.node_selector.items():
+            if labels.get(key) != value:
+                return REASON
+        affinity = pod.required_affinity
+        if affinity is not None and not affinity.matches(node.name, labels):
+            return REASON
+        return None

@@ -1,0 +1,31 @@
+"""Host ports already taken on the node, as kube-scheduler's NodePorts plugin."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.pods import WILDCARD_HOST_IP, HostPort, PodInfo
+
+REASON: Final = "node(s) didn't have free ports for the requested pod ports"
+
+
+def conflicts(wanted: HostPort, used: HostPort) -> bool:
+    """Same protocol and port on overlapping addresses; 0.0.0.0 overlaps every address."""
+    return (
+        wanted.port == used.port
+        and wanted.protocol == used.protocol
+        and (wanted.host_ip == used.host_ip or WILDCARD_HOST_IP in (wanted.host_ip, used.host_ip))
+    )
+
+
+class NodePorts:
+    name = "NodePorts"
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+        if not pod.host_ports or not usage.host_ports:
+            return None
+        for wanted in pod.host_ports:
+            if any(conflicts(wanted, used) for used in usage.host_ports):
+                return REASON
+        return None

@@ -1,0 +1,21 @@
+"""Cordoned nodes (spec.unschedulable), as kube-scheduler's NodeUnschedulable plugin."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from promsched.scheduling.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
+from promsched.scheduling.pods import PodInfo
+
+REASON: Final = "node(s) were unschedulable"
+# A pod that tolerates the taint `kubectl cordon` stands for may go to a cordoned node (DaemonSets do).
+UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", value="", effect=NO_SCHEDULE)
+
+
+class NodeUnschedulable:
+    name = "NodeUnschedulable"
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+        if node.unschedulable and not pod.tolerates(UNSCHEDULABLE_TAINT):
+            return REASON
+        return None

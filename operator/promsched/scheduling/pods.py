@@ -1,0 +1,331 @@
+"""Pods as the scheduler sees them: parsed once per object, with what the filters match precompiled.
+
+Parsing is strict where a field decides placement: a malformed quantity or node selector raises
+`PodSpecError` naming the field, rather than placing the pod on a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from promsched.scheduling.resources import (
+    ZERO_RESOURCES,
+    FieldError,
+    Resources,
+    list_field,
+    object_field,
+    pod_requests,
+)
+
+if TYPE_CHECKING:
+    from promsched.scheduling.nodes import Taint
+
+DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+# A host port bound to this address takes the port on every address of the node.
+WILDCARD_HOST_IP: Final = "0.0.0.0"
+DEFAULT_PROTOCOL: Final = "TCP"
+# The only node field a nodeSelectorTerm's matchFields may name.
+NODE_NAME_FIELD: Final = "metadata.name"
+REQUIRED_NODE_AFFINITY_PATH: Final = (
+    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+)
+
+_LABEL_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_FIELD_OPERATORS: Final = ("In", "NotIn")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class PodSpecError(FieldError):
+    """A pod whose spec the scheduler cannot act on; the message names the field."""
+
+
+def parse_int64(text: str) -> int | None:
+    """`text` as Go's strconv.ParseInt(text, 10, 64) reads it, or None where that fails."""
+    if _INTEGER.fullmatch(text) is None:
+        return None
+    number = int(text)
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A port a container takes on its node (containerPort.hostPort > 0), with the API's defaults."""
+
+    protocol: str
+    host_ip: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One entry of spec.tolerations; an empty key (with Exists) or effect matches every key or effect."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # Any other operator (one from a newer API) tolerates nothing, as in kube.
+        return self.operator == "Equal" and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One matchExpressions or matchFields entry, checked against a label's value (None: no such label)
+    or a field's value. `bound` is the integer of Gt and Lt."""
+
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+    bound: int = 0
+
+    def admits(self, value: str | None) -> bool:
+        match self.operator:
+            case "In":
+                return value in self.values
+            case "NotIn":
+                return value not in self.values
+            case "Exists":
+                return value is not None
+            case "DoesNotExist":
+                return value is None
+        # Gt and Lt need a label that is an integer.
+        number = None if value is None else parse_int64(value)
+        if number is None:
+            return False
+        return number > self.bound if self.operator == "Gt" else number < self.bound
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A nodeSelectorTerm: all its requirements must hold."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        return all(
+            requirement.admits(labels.get(requirement.key)) for requirement in self.match_expressions
+        ) and all(requirement.admits(node_name) for requirement in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """Required node affinity: any one term must hold. Empty terms select nothing, as in kube, so they
+    are left out when compiling; with no terms left the selector matches no node."""
+
+    terms: tuple[NodeSelectorTerm, ...]
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        return any(term.matches(node_name, labels) for term in self.terms)
+
+
+def _empty_labels() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the scheduler needs of one pod object. `key` is ``namespace/name``.
+
+    `unsupported` names the spec fields that promsched does not honour yet and kube-scheduler would;
+    the scheduler refuses such pods rather than place them while ignoring a constraint.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    node_name: str = ""
+    phase: str = "Pending"
+    priority: int = 0
+    creation_timestamp: str = ""
+    resource_version: str = ""
+    deletion_timestamp: bool = False  # whether metadata.deletionTimestamp is set
+    scheduling_gated: bool = False  # whether spec.schedulingGates is non-empty
+    requests: Resources = ZERO_RESOURCES
+    node_selector: Mapping[str, str] = field(default_factory=_empty_labels)
+    required_affinity: NodeSelector | None = None  # None: the pod has no required node affinity
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: frozenset[HostPort] = frozenset()
+    unsupported: tuple[str, ...] = ()
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    def tolerates(self, taint: Taint) -> bool:
+        return any(toleration.tolerates(taint) for toleration in self.tolerations)
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> PodInfo:
+        """Parse a pod as the API returns it (a dict); raises `PodSpecError` naming a malformed field."""
+        try:
+            return cls._parse(obj)
+        except FieldError as error:
+            raise PodSpecError(str(error)) from error
+
+    @classmethod
+    def _parse(cls, obj: Mapping[str, Any]) -> PodInfo:
+        metadata = object_field(obj.get("metadata"), "metadata")
+        spec = object_field(obj.get("spec"), "spec")
+        status = object_field(obj.get("status"), "status")
+        return cls(
+            namespace=metadata.get("namespace") or "default",
+            name=metadata.get("name") or "",
+            uid=metadata.get("uid") or "",
+            scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            priority=_integer(spec.get("priority"), "spec.priority"),
+            creation_timestamp=metadata.get("creationTimestamp") or "",
+            resource_version=metadata.get("resourceVersion") or "",
+            deletion_timestamp=metadata.get("deletionTimestamp") is not None,
+            scheduling_gated=bool(spec.get("schedulingGates")),
+            requests=pod_requests(spec),
+            node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
+            required_affinity=_required_affinity(spec),
+            tolerations=tuple(
+                _toleration(toleration)
+                for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
+            ),
+            host_ports=frozenset(_host_ports(spec)),
+            unsupported=_unsupported(spec),
+        )
+
+
+def _integer(value: object, path: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(f"{path}: expected an integer, got {value!r}")
+    return value
+
+
+def _string_map(value: object, path: str) -> dict[str, str]:
+    mapping = object_field(value, path)
+    for key, item in mapping.items():
+        if not isinstance(item, str):
+            raise FieldError(f"{path}.{key}: expected a string, got {item!r}")
+    return dict(mapping)
+
+
+def _toleration(toleration: Mapping[str, Any]) -> Toleration:
+    return Toleration(
+        key=toleration.get("key") or "",
+        operator=toleration.get("operator") or "Equal",
+        value=toleration.get("value") or "",
+        effect=toleration.get("effect") or "",
+    )
+
+
+def _required_affinity(spec: Mapping[str, Any]) -> NodeSelector | None:
+    affinity = object_field(spec.get("affinity"), "spec.affinity")
+    node_affinity = object_field(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return None
+    path = f"{REQUIRED_NODE_AFFINITY_PATH}.nodeSelectorTerms"
+    terms = []
+    for index, term in enumerate(list_field(object_field(required, path).get("nodeSelectorTerms"), path)):
+        expressions = list_field(term.get("matchExpressions"), f"{path}[{index}].matchExpressions")
+        fields = list_field(term.get("matchFields"), f"{path}[{index}].matchFields")
+        if not expressions and not fields:
+            continue
+        terms.append(
+            NodeSelectorTerm(
+                match_expressions=tuple(
+                    _requirement(requirement, f"{path}[{index}].matchExpressions[{position}]", on_field=False)
+                    for position, requirement in enumerate(expressions)
+                ),
+                match_fields=tuple(
+                    _requirement(requirement, f"{path}[{index}].matchFields[{position}]", on_field=True)
+                    for position, requirement in enumerate(fields)
+                ),
+            )
+        )
+    return NodeSelector(terms=tuple(terms))
+
+
+def _requirement(requirement: Mapping[str, Any], path: str, *, on_field: bool) -> NodeSelectorRequirement:
+    """Compile one requirement, with the checks of kube's label and field selector parsers."""
+    key = requirement.get("key") or ""
+    operator = requirement.get("operator") or ""
+    values = requirement.get("values") or []
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise FieldError(f"{path}.values: expected a list of strings, got {values!r}")
+    operators = _FIELD_OPERATORS if on_field else _LABEL_OPERATORS
+    if operator not in operators:
+        raise FieldError(f"{path}.operator: {operator!r} is not one of {', '.join(operators)}")
+    if on_field and key != NODE_NAME_FIELD:
+        raise FieldError(f"{path}.key: {key!r} is not a node field; matchFields supports {NODE_NAME_FIELD}")
+    bound = 0
+    if on_field and len(values) != 1:
+        raise FieldError(f"{path}.values: {operator} on a field takes exactly one value, got {values!r}")
+    if operator in ("In", "NotIn") and not values:
+        raise FieldError(f"{path}.values: {operator} needs at least one value")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise FieldError(f"{path}.values: {operator} takes no values, got {values!r}")
+    if operator in ("Gt", "Lt"):
+        number = parse_int64(values[0]) if len(values) == 1 else None
+        if number is None:
+            raise FieldError(f"{path}.values: {operator} takes exactly one integer value, got {values!r}")
+        bound = number
+    return NodeSelectorRequirement(key=key, operator=operator, values=frozenset(values), bound=bound)
+
+
+def _running_containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(path, container) for the containers that run as long as the pod: sidecar init containers (the
+    others finish before the app starts) and the app containers."""
+    for index, container in enumerate(list_field(spec.get("initContainers"), "spec.initContainers")):
+        if container.get("restartPolicy") == "Always":
+            yield f"spec.initContainers[{index}]", container
+    for index, container in enumerate(list_field(spec.get("containers"), "spec.containers")):
+        yield f"spec.containers[{index}]", container
+
+
+def _host_ports(spec: Mapping[str, Any]) -> Iterator[HostPort]:
+    for path, container in _running_containers(spec):
+        for index, port in enumerate(list_field(container.get("ports"), f"{path}.ports")):
+            number = _integer(port.get("hostPort"), f"{path}.ports[{index}].hostPort")
+            if number > 0:
+                yield HostPort(
+                    protocol=port.get("protocol") or DEFAULT_PROTOCOL,
+                    host_ip=port.get("hostIP") or WILDCARD_HOST_IP,
+                    port=number,
+                )
+
+
+def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields kube-scheduler would honour and promsched cannot yet: inter-pod (anti-)affinity,
+    topology spread, and volumes or claims that need binding or allocation before the pod can start."""
+    affinity = object_field(spec.get("affinity"), "spec.affinity")
+    fields = [f"spec.affinity.{kind}" for kind in ("podAffinity", "podAntiAffinity") if affinity.get(kind)]
+    if spec.get("topologySpreadConstraints"):
+        fields.append("spec.topologySpreadConstraints")
+    for index, volume in enumerate(list_field(spec.get("volumes"), "spec.volumes")):
+        fields.extend(
+            f"spec.volumes[{index}].{source}"
+            for source in ("persistentVolumeClaim", "ephemeral")
+            if volume.get(source)
+        )
+    if spec.get("resourceClaims"):
+        fields.append("spec.resourceClaims")
+    return tuple(fields)

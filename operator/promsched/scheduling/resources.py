@@ -1,0 +1,282 @@
+"""Resource quantities as the API writes them, and the requests a pod makes as kube-scheduler counts them.
+
+Also the readers for optional object and list fields that pods and nodes share, so every malformed field
+raises a `FieldError` that names it.
+
+Quantities follow apimachinery's resource.Quantity: ``<sign><digits>.<digits><suffix>`` where the suffix
+is binary (``Ki`` .. ``Ei``), decimal (``n u m "" k M G T P E``) or an exponent (``e3``, ``E-2``). Values
+are exact (no floats) and round up, away from zero, as Quantity.Value() and MilliValue() do: cpu counts
+in millicores, everything else in whole units. Like Quantity, nothing exceeds the int64 range.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Final
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+EPHEMERAL_STORAGE: Final = "ephemeral-storage"
+PODS: Final = "pods"
+
+INT64_MAX: Final = 2**63 - 1
+
+# The lexical shape apimachinery's scanner accepts; which suffixes mean something is checked after.
+# Like Go's scanner it takes an empty number ("", ".", "+", "Ki") as zero.
+_QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)")
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
+_DECIMAL_SUFFIXES: Final = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+_BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+# Powers of ten past these bounds change no result: a non-zero value is then either beyond int64 (and
+# saturates) or below a billionth of the unit (and rounds up to one unit), so huge exponents stay cheap.
+_MAX_POWER: Final = 40
+_MIN_POWER_BELOW_DIGITS: Final = 30
+
+_HUGEPAGES_PREFIX: Final = "hugepages-"
+
+
+class FieldError(ValueError):
+    """A field of an API object that cannot be read; the message names the field."""
+
+
+class QuantityError(FieldError):
+    """A quantity that apimachinery would reject; the message names the field and the value."""
+
+
+def parse_quantity(value: object, path: str, *, milli: bool = False) -> int:
+    """`value` in whole units (Quantity.Value()), or in thousandths with `milli` (MilliValue()).
+
+    Rounds up, away from zero. `path` names the field in the error, e.g. ``status.allocatable.cpu``.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise QuantityError(f"{path}: {value!r} is not a quantity (a string such as '100m' or '1Gi')")
+    # The API's JSON decoder trims spaces before parsing; numbers are accepted as their text.
+    text = value.strip() if isinstance(value, str) else str(value)
+    lexed = _QUANTITY.fullmatch(text)
+    if not text or lexed is None:
+        raise QuantityError(f"{path}: {value!r} is not a valid quantity")
+    sign, whole, fraction, suffix = lexed.group(1), lexed.group(2), lexed.group(3) or "", lexed.group(4)
+    power_of_ten, power_of_two = _suffix_powers(suffix, value, path)
+    digits = int(whole + fraction or "0")
+    if digits == 0:
+        return 0
+    power_of_ten += (3 if milli else 0) - len(fraction)
+    power_of_ten = max(min(power_of_ten, _MAX_POWER), -(len(whole + fraction) + _MIN_POWER_BELOW_DIGITS))
+    numerator = digits << power_of_two
+    magnitude: int  # int ** int is typed Any, as a negative power would give a float
+    if power_of_ten >= 0:
+        magnitude = numerator * 10**power_of_ten
+    else:
+        magnitude = -(-numerator // 10**-power_of_ten)  # ceiling division
+    magnitude = min(magnitude, INT64_MAX)
+    return -magnitude if sign == "-" else magnitude
+
+
+def _suffix_powers(suffix: str, value: object, path: str) -> tuple[int, int]:
+    """The suffix as (power of ten, power of two)."""
+    if suffix in _DECIMAL_SUFFIXES:
+        return _DECIMAL_SUFFIXES[suffix], 0
+    if suffix in _BINARY_SUFFIXES:
+        return 0, _BINARY_SUFFIXES[suffix]
+    exponent = _EXPONENT.fullmatch(suffix)
+    if exponent is None or abs(int(exponent.group(1))) > INT64_MAX:
+        raise QuantityError(f"{path}: {value!r} has an unknown suffix {suffix!r}")
+    return int(exponent.group(1)), 0
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Whether kube-scheduler counts `name` as a scalar: extended (``example.com/foo``), prefixed native
+    (``kubernetes.io/...``), hugepages or attachable volumes. Other unprefixed names (``storage``) are
+    not counted at all."""
+    if "/" in name:
+        return "kubernetes.io/" in name or not name.startswith("requests.")
+    return name.startswith((_HUGEPAGES_PREFIX, "attachable-volumes-"))
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Amounts of the resources the scheduler counts: cpu in millicores, the rest in units.
+
+    `scalars` holds extended resources, hugepages and the like, by kube name; it is kept sorted by name
+    and without zero amounts, so equal resources compare equal.
+    """
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    scalars: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        scalars = {name: self.scalars[name] for name in sorted(self.scalars) if self.scalars[name]}
+        object.__setattr__(self, "scalars", MappingProxyType(scalars))
+
+    def __add__(self, other: Resources) -> Resources:
+        return self._combined(other, operator.add)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return self._combined(other, operator.sub)
+
+    def max_per_resource(self, other: Resources) -> Resources:
+        """The larger amount of each resource: what a pod needs across phases that never overlap."""
+        return self._combined(other, max)
+
+    def _combined(self, other: Resources, combine: Callable[[int, int], int]) -> Resources:
+        return Resources(
+            milli_cpu=combine(self.milli_cpu, other.milli_cpu),
+            memory=combine(self.memory, other.memory),
+            ephemeral_storage=combine(self.ephemeral_storage, other.ephemeral_storage),
+            scalars={
+                name: combine(self.scalars.get(name, 0), other.scalars.get(name, 0))
+                for name in self.scalars.keys() | other.scalars.keys()
+            },
+        )
+
+    @property
+    def is_zero(self) -> bool:
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage or self.scalars)
+
+    def insufficient(self, requested: Resources, allocatable: Resources) -> list[str]:
+        """The kube names of the resources this request does not fit in: `allocatable` less what is
+        already `requested` on the node. In kube-scheduler's order: cpu, memory, ephemeral-storage, then
+        scalars by name. A scalar the node does not have at all is short too."""
+        if self.is_zero:
+            return []
+        short: list[str] = []
+        if self.milli_cpu > 0 and self.milli_cpu > allocatable.milli_cpu - requested.milli_cpu:
+            short.append(CPU)
+        if self.memory > 0 and self.memory > allocatable.memory - requested.memory:
+            short.append(MEMORY)
+        if (
+            self.ephemeral_storage > 0
+            and self.ephemeral_storage > allocatable.ephemeral_storage - requested.ephemeral_storage
+        ):
+            short.append(EPHEMERAL_STORAGE)
+        for name, amount in self.scalars.items():
+            if amount > 0 and amount > allocatable.scalars.get(name, 0) - requested.scalars.get(name, 0):
+                short.append(name)
+        return short
+
+
+ZERO_RESOURCES: Final = Resources()
+
+
+def resources_from_list(resource_list: Mapping[str, Any], path: str) -> Resources:
+    """A ResourceList (``{"cpu": "500m", "memory": "1Gi", ...}``) at `path`, counting what the scheduler
+    counts; ``pods`` and unprefixed unknown names are left out."""
+    return _resources({name: (value, f"{path}.{name}") for name, value in resource_list.items()})
+
+
+def _resources(entries: Mapping[str, tuple[object, str]]) -> Resources:
+    """Resources from ``{name: (quantity, field path)}``."""
+    amounts = {CPU: 0, MEMORY: 0, EPHEMERAL_STORAGE: 0}
+    scalars = {}
+    for name, (value, path) in entries.items():
+        if name == CPU:
+            amounts[CPU] = parse_quantity(value, path, milli=True)
+        elif name in amounts:
+            amounts[name] = parse_quantity(value, path)
+        elif is_scalar_resource(name):
+            scalars[name] = parse_quantity(value, path)
+    return Resources(
+        milli_cpu=amounts[CPU],
+        memory=amounts[MEMORY],
+        ephemeral_storage=amounts[EPHEMERAL_STORAGE],
+        scalars=scalars,
+    )
+
+
+def container_requests(container: Mapping[str, Any], path: str) -> Resources:
+    """What one container requests. A limit stands in for a missing request of the same resource, as
+    the API server's defaulting does (on a stored pod that has happened already)."""
+    resources = object_field(container.get("resources"), f"{path}.resources")
+    entries = {
+        name: (value, f"{path}.resources.limits.{name}")
+        for name, value in object_field(resources.get("limits"), f"{path}.resources.limits").items()
+    }
+    entries.update(
+        (name, (value, f"{path}.resources.requests.{name}"))
+        for name, value in object_field(resources.get("requests"), f"{path}.resources.requests").items()
+    )
+    return _resources(entries)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """What a pod requests, as kube-scheduler counts it.
+
+    The app containers and restartable init containers ("sidecars", restartPolicy Always) run together,
+    so they add up. Each other init container runs alone beside the sidecars started before it. The pod
+    needs the larger of the two for each resource, then pod-level requests (spec.resources) replace the
+    containers' cpu, memory and hugepages, then spec.overhead is added.
+    """
+    running = ZERO_RESOURCES
+    for index, container in enumerate(list_field(spec.get("containers"), "spec.containers")):
+        running += container_requests(container, f"spec.containers[{index}]")
+    sidecars = ZERO_RESOURCES
+    init_peak = ZERO_RESOURCES
+    for index, container in enumerate(list_field(spec.get("initContainers"), "spec.initContainers")):
+        requests = container_requests(container, f"spec.initContainers[{index}]")
+        if container.get("restartPolicy") == "Always":
+            running += requests
+            sidecars += requests
+            while_initialising = sidecars
+        else:
+            while_initialising = requests + sidecars
+        init_peak = init_peak.max_per_resource(while_initialising)
+    total = _with_pod_level(running.max_per_resource(init_peak), spec)
+    return total + resources_from_list(object_field(spec.get("overhead"), "spec.overhead"), "spec.overhead")
+
+
+def _with_pod_level(containers: Resources, spec: Mapping[str, Any]) -> Resources:
+    pod_level = object_field(spec.get("resources"), "spec.resources")
+    requests = object_field(pod_level.get("requests"), "spec.resources.requests")
+    # As in kube 1.34+, pod-level requests replace the containers' for cpu, memory and hugepages only.
+    supported = {
+        name: value
+        for name, value in requests.items()
+        if name in (CPU, MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
+    }
+    if not supported:
+        return containers
+    declared = resources_from_list(supported, "spec.resources.requests")
+    hugepages = {
+        name: declared.scalars.get(name, 0) for name in supported if name.startswith(_HUGEPAGES_PREFIX)
+    }
+    return replace(
+        containers,
+        milli_cpu=declared.milli_cpu if CPU in supported else containers.milli_cpu,
+        memory=declared.memory if MEMORY in supported else containers.memory,
+        scalars={**containers.scalars, **hugepages},
+    )
+
+
+def object_field(value: object, path: str) -> Mapping[str, Any]:
+    """An optional object field: absent or null reads as empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise FieldError(f"{path}: expected an object, got {value!r}")
+    return value
+
+
+def list_field(value: object, path: str) -> list[Mapping[str, Any]]:
+    """An optional list of objects: absent or null reads as empty."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise FieldError(f"{path}: expected a list of objects, got {value!r}")
+    return value

@@ -1,0 +1,1 @@
+"""Helpers shared by the test tiers (importable as `support`: pytest puts tests/ on sys.path)."""

@@ -1,0 +1,124 @@
+"""The operator and a per-test namespace on the sandbox, for the e2e tier."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.demoing import start_scheduler
+from promsched.sandbox.launching import Supervisor
+
+OPERATOR = "promsched-e2e"
+
+
+class Operator:
+    """`promsched run` as a sandbox process; `url` serves /metrics, /healthz and /readyz."""
+
+    def __init__(self, sandbox: Sandbox, name: str = OPERATOR, extra: tuple[str, ...] = ()) -> None:
+        self.sandbox, self.name, self.extra = sandbox, name, extra
+        self.url = ""
+
+    def start(self) -> Operator:
+        self.url = start_scheduler(self.sandbox, lambda _line: None, name=self.name, extra=self.extra)
+        return self
+
+    def stop(self) -> bool:
+        return Supervisor(self.sandbox.directory).stop(self.name)
+
+    def alive(self) -> bool:
+        process = Supervisor(self.sandbox.directory).get(self.name)
+        return process is not None and process.alive()
+
+
+class Cluster:
+    """kubectl helpers for one test: its own namespace and scheduler name, cleaned up afterwards."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        suffix = uuid.uuid4().hex[:6]
+        self.namespace = f"e2e-{suffix}"
+        self.scheduler_name = f"promsched-{suffix}"
+        self.policies: list[str] = []
+
+    def apply(self, document: dict[str, Any]) -> None:
+        self.sandbox.kubectl("apply", "-f", "-", input=json.dumps(document))
+
+    def policy(self, plugins: list[dict[str, Any]], **spec: Any) -> str:
+        name = f"{self.scheduler_name}-{len(self.policies)}"
+        body = {
+            "schedulerName": self.scheduler_name,
+            "prometheus": {"url": self.sandbox.prometheus_url, "timeout": "5s"},
+            "refreshInterval": "2s",
+            "staleAfter": "1m",
+            "plugins": plugins,
+            **spec,
+        }
+        self.apply(
+            {
+                "apiVersion": "promsched.io/v1alpha1",
+                "kind": "SchedulingPolicy",
+                "metadata": {"name": name},
+                "spec": body,
+            }
+        )
+        self.policies.append(name)
+        return name
+
+    def pod(
+        self, name: str, *, cpu: str = "100m", memory: str = "64Mi", scheduler: str | None = None, **spec: Any
+    ) -> None:
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": self.namespace, "labels": {"e2e": "true"}},
+                "spec": {
+                    "schedulerName": scheduler or self.scheduler_name,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ],
+                    **spec,
+                },
+            }
+        )
+
+    def pods(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(
+            self.sandbox.kubectl("get", "pods", "-n", self.namespace, "-o", "json").stdout
+        )["items"]
+        return items
+
+    def node_of(self) -> dict[str, str | None]:
+        return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in self.pods()}
+
+    def events(self, pod: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(
+            self.sandbox.kubectl(
+                "get",
+                "events",
+                "-n",
+                self.namespace,
+                "--field-selector",
+                f"involvedObject.name={pod}",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        return items
+
+    def status(self, policy: str) -> dict[str, Any]:
+        obj = json.loads(self.sandbox.kubectl("get", "schedulingpolicy", policy, "-o", "json").stdout)
+        status: dict[str, Any] = obj.get("status") or {}
+        return status
+
+    def cleanup(self) -> None:
+        # Waiting keeps tests independent: the next one must not find this one's pods on the nodes.
+        self.sandbox.kubectl("delete", "namespace", self.namespace, "--ignore-not-found", "--timeout=180s")
+        for policy in self.policies:
+            self.sandbox.kubectl("delete", "schedulingpolicy", policy, "--ignore-not-found")

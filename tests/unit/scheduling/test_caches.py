@@ -1,0 +1,102 @@
+"""The cluster cache: what counts on a node, assumptions in flight, recent placements."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.resources import Resources
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+GIB = 1024**3
+
+
+def node(name: str = "n1", **changes: object) -> NodeInfo:
+    base = NodeInfo.from_object(
+        {
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def pod(name: str, node_name: str = "", cpu: int = 1000, memory: int = GIB, **changes: object) -> PodInfo:
+    return dataclasses.replace(  # type: ignore[arg-type]
+        PodInfo("ns", name, uid=f"uid-{name}", node_name=node_name, requests=Resources(cpu, memory, 0)),
+        **changes,
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cache(clock: Clock) -> ClusterCache:
+    cache = ClusterCache(clock=clock)
+    cache.upsert_node(node())
+    return cache
+
+
+def test_a_heartbeat_is_not_a_change_but_a_new_label_is(cache: ClusterCache) -> None:
+    assert not cache.upsert_node(node(resource_version="2"))
+    assert cache.upsert_node(node(resource_version="3", labels={"disk": "ssd"}))
+
+
+def test_an_assumed_pod_counts_until_bound_and_then_once(cache: ClusterCache) -> None:
+    cache.assume(pod("a"), "n1")
+    assert cache.usage_of("n1").requested.milli_cpu == 1000
+    # The watch still shows it unbound while the binding is in flight: it stays counted.
+    assert not cache.observe_pod(pod("a"))
+    assert cache.usage_of("n1").pods == 1
+    cache.observe_pod(pod("a", node_name="n1"))
+    assert cache.usage_of("n1").pods == 1
+    assert "uid-a" not in cache.assumed
+
+
+def test_a_failed_binding_forgets_the_pod_and_its_placement(cache: ClusterCache, clock: Clock) -> None:
+    cache.assume(pod("a"), "n1")
+    cache.forget("uid-a")
+    assert cache.usage_of("n1").pods == 0
+    assert list(cache.placed_since("n1", clock.now - 1)) == []
+
+
+def test_pods_bound_by_others_count_and_deletion_frees(cache: ClusterCache) -> None:
+    assert not cache.observe_pod(pod("other", node_name="n1"))
+    assert cache.usage_of("n1").requested.memory == GIB
+    assert cache.remove_pod("uid-other")
+    assert cache.usage_of("n1").requested.memory == 0
+    assert not cache.remove_pod("uid-other")
+
+
+def test_finished_pods_free_their_node(cache: ClusterCache) -> None:
+    cache.observe_pod(pod("job", node_name="n1"))
+    assert cache.observe_pod(pod("job", node_name="n1", phase="Succeeded"))
+    assert cache.usage_of("n1").pods == 0
+
+
+def test_recent_placements_weigh_as_percent_of_allocatable(cache: ClusterCache, clock: Clock) -> None:
+    snapshot_time = clock.now
+    clock.now += 1
+    cache.assume(pod("a", cpu=1000, memory=4 * GIB), "n1")
+    cache.observe_pod(pod("b", node_name="n1", cpu=1000, memory=0))
+    assert cache.recent_load_percent("n1", snapshot_time) == (50.0, 25.0)
+    assert cache.recent_load_percent("n1", clock.now) == (0.0, 0.0)
+    assert cache.recent_load_percent("unknown", snapshot_time) == (0.0, 0.0)
