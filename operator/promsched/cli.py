@@ -94,6 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     from promsched.operating.wiring import RunOptions, run
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level != "DEBUG":
+        # Kopf logs every handled watch event at INFO: thousands of lines a minute on a busy cluster.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     hosts = args.allowed_prometheus_hosts
     run(
         RunOptions(

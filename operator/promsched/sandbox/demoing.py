@@ -31,7 +31,7 @@ from promsched.sandbox.launching import Supervisor, free_port, wait_until
 
 Report = Callable[[str], None]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-DEMO_REPLICAS = 6
+DEMO_REPLICAS = 8
 
 
 def _print(line: str) -> None:

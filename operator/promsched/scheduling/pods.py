@@ -125,9 +125,15 @@ class NodeSelectorTerm:
 @dataclass(frozen=True, slots=True)
 class NodeSelector:
     """Required node affinity: any one term must hold. Empty terms select nothing, as in kube, so they
-    are left out when compiling; with no terms left the selector matches no node."""
+    are left out when compiling; with no terms left the selector matches no node.
+
+    `node_names` is what kube's NodeAffinity PreFilter finds: when every term names nodes with
+    ``matchFields: metadata.name In``, only those nodes are considered at all (DaemonSet pods). None
+    when the terms do not confine the pod by name.
+    """
 
     terms: tuple[NodeSelectorTerm, ...]
+    node_names: frozenset[str] | None = None
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         return any(term.matches(node_name, labels) for term in self.terms)
@@ -243,25 +249,39 @@ def _required_affinity(spec: Mapping[str, Any]) -> NodeSelector | None:
     if required is None:
         return None
     path = f"{REQUIRED_NODE_AFFINITY_PATH}.nodeSelectorTerms"
-    terms = []
-    for index, term in enumerate(list_field(object_field(required, path).get("nodeSelectorTerms"), path)):
-        expressions = list_field(term.get("matchExpressions"), f"{path}[{index}].matchExpressions")
-        fields = list_field(term.get("matchFields"), f"{path}[{index}].matchFields")
-        if not expressions and not fields:
-            continue
-        terms.append(
-            NodeSelectorTerm(
-                match_expressions=tuple(
-                    _requirement(requirement, f"{path}[{index}].matchExpressions[{position}]", on_field=False)
-                    for position, requirement in enumerate(expressions)
-                ),
-                match_fields=tuple(
-                    _requirement(requirement, f"{path}[{index}].matchFields[{position}]", on_field=True)
-                    for position, requirement in enumerate(fields)
-                ),
-            )
-        )
-    return NodeSelector(terms=tuple(terms))
+    raw_terms = list_field(object_field(required, REQUIRED_NODE_AFFINITY_PATH).get("nodeSelectorTerms"), path)
+    terms = tuple(_term(term, f"{path}[{index}]") for index, term in enumerate(raw_terms))
+    return NodeSelector(
+        terms=tuple(term for term in terms if term.match_expressions or term.match_fields),
+        node_names=_node_names(terms) if terms else None,
+    )
+
+
+def _term(term: Mapping[str, Any], path: str) -> NodeSelectorTerm:
+    expressions = list_field(term.get("matchExpressions"), f"{path}.matchExpressions")
+    fields = list_field(term.get("matchFields"), f"{path}.matchFields")
+    return NodeSelectorTerm(
+        match_expressions=tuple(
+            _requirement(requirement, f"{path}.matchExpressions[{index}]", on_field=False)
+            for index, requirement in enumerate(expressions)
+        ),
+        match_fields=tuple(
+            _requirement(requirement, f"{path}.matchFields[{index}]", on_field=True)
+            for index, requirement in enumerate(fields)
+        ),
+    )
+
+
+def _node_names(terms: tuple[NodeSelectorTerm, ...]) -> frozenset[str] | None:
+    """The nodes the terms confine the pod to by ``metadata.name In``, as kube's PreFilter works it
+    out: the union over terms of each term's intersection; None when some term names no node."""
+    names: frozenset[str] = frozenset()
+    for term in terms:
+        named = [requirement.values for requirement in term.match_fields if requirement.operator == "In"]
+        if not named:
+            return None
+        names |= frozenset.intersection(*named)
+    return names
 
 
 def _requirement(requirement: Mapping[str, Any], path: str, *, on_field: bool) -> NodeSelectorRequirement:
@@ -276,13 +296,13 @@ def _requirement(requirement: Mapping[str, Any], path: str, *, on_field: bool) -
         raise FieldError(f"{path}.operator: {operator!r} is not one of {', '.join(operators)}")
     if on_field and key != NODE_NAME_FIELD:
         raise FieldError(f"{path}.key: {key!r} is not a node field; matchFields supports {NODE_NAME_FIELD}")
-    bound = 0
     if on_field and len(values) != 1:
         raise FieldError(f"{path}.values: {operator} on a field takes exactly one value, got {values!r}")
     if operator in ("In", "NotIn") and not values:
         raise FieldError(f"{path}.values: {operator} needs at least one value")
     if operator in ("Exists", "DoesNotExist") and values:
         raise FieldError(f"{path}.values: {operator} takes no values, got {values!r}")
+    bound = 0
     if operator in ("Gt", "Lt"):
         number = parse_int64(values[0]) if len(values) == 1 else None
         if number is None:

@@ -12,6 +12,7 @@ from typing import Final, Protocol
 
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.node_affinity import NodeAffinity
+from promsched.scheduling.filters.node_names import AffinityNodeNames
 from promsched.scheduling.filters.ports import NodePorts
 from promsched.scheduling.filters.readiness import NodeReadiness
 from promsched.scheduling.filters.taints import TaintToleration
@@ -31,8 +32,10 @@ class Filter(Protocol):
         """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
 
 
-# kube-scheduler's default order; readiness follows taints so that kube's not-ready taint message wins.
+# kube-scheduler's order: the NodeAffinity PreFilter's node names, then the default Filter plugins.
+# Readiness (not a kube filter) follows taints, so that kube's message for the not-ready taint wins.
 DEFAULT_FILTERS: Final[tuple[Filter, ...]] = (
+    AffinityNodeNames(),
     NodeUnschedulable(),
     TaintToleration(),
     NodeReadiness(),

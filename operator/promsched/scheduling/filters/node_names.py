@@ -1,0 +1,25 @@
+"""Nodes outside the names a pod's required node affinity confines it to (``matchFields: metadata.name
+In``, as DaemonSet pods have), as kube-scheduler's NodeAffinity PreFilter.
+
+kube does not run any filter on such nodes and reports them with the PreFilter's own reason, so this
+filter comes first; the nodes it lets through still face the full affinity in the NodeAffinity filter.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.pods import PodInfo
+
+REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+
+
+class AffinityNodeNames:
+    name = "NodeAffinityPreFilter"
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+        affinity = pod.required_affinity
+        if affinity is None or affinity.node_names is None or node.name in affinity.node_names:
+            return None
+        return REASON
