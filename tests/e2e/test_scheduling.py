@@ -7,6 +7,9 @@ node-2, node-4 and node-0 (the busiest).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import urllib.request
 from collections import Counter
 from typing import Any
@@ -255,3 +258,48 @@ def test_probes_and_metrics_are_served(operator: Operator, cluster: Cluster) -> 
     assert 'promsched_schedule_attempts_total{policy="' in text
     assert "promsched_prometheus_query_duration_seconds_bucket" in text
     assert "promsched_binding_duration_seconds_count" in text
+
+
+def test_a_standby_takes_over_within_15s_of_the_leaders_death(
+    sandbox: Sandbox, operator: Operator, cluster: Cluster
+) -> None:
+    lease = f"lease-{cluster.scheduler_name}"
+    cluster.policy([{"name": "cpu", "weight": 1, "timeRange": "1m"}])
+    operator.stop()  # the shared operator does not take part in the election
+    elected = ("--leader-elect", "--lease-name", lease, "--lease-namespace", cluster.namespace)
+    replicas = [Operator(sandbox, f"promsched-{side}", elected).start() for side in ("a", "b")]
+    try:
+
+        def holder() -> str:
+            result = sandbox.kubectl(
+                "get",
+                "lease",
+                lease,
+                "-n",
+                cluster.namespace,
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+                check=False,
+            )
+            return result.stdout if result.returncode == 0 else ""
+
+        leader_identity = eventually(holder, bool, what="a lease holder")
+        leader = next(r for r in replicas if leader_identity.endswith(f"-{r.pid()}"))
+        standby = next(r for r in replicas if r is not leader)
+        cluster.pod("before")
+        eventually(lambda: bound(cluster), lambda b: "before" in b, what="placed by the leader")
+        killed_at = time.monotonic()
+        os.killpg(leader.pid(), signal.SIGKILL)
+        cluster.pod("after")
+        eventually(
+            holder, lambda identity: identity.endswith(f"-{standby.pid()}"), timeout=30, what="takeover"
+        )
+        takeover = time.monotonic() - killed_at
+        assert takeover <= 15.0, f"the standby took {takeover:.1f}s"
+        eventually(lambda: bound(cluster), lambda b: "after" in b, what="placed by the new leader")
+        for pod in ("before", "after"):
+            assert len([e for e in cluster.events(pod) if e["reason"] == "Scheduled"]) == 1
+    finally:
+        for replica in replicas:
+            replica.stop()
+        operator.start()

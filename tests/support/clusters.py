@@ -27,9 +27,10 @@ class Operator:
     def stop(self) -> bool:
         return Supervisor(self.sandbox.directory).stop(self.name)
 
-    def alive(self) -> bool:
+    def pid(self) -> int:
         process = Supervisor(self.sandbox.directory).get(self.name)
-        return process is not None and process.alive()
+        assert process is not None, f"{self.name} was never started"
+        return process.pid
 
 
 class Cluster:

@@ -12,7 +12,7 @@ from promsched.scheduling.resources import ZERO_RESOURCES, FieldError, QuantityE
 
 GIB = 1024**3
 
-NODE = {
+NODE: dict[str, Any] = {
     "metadata": {"name": "worker-1", "resourceVersion": "7", "labels": {"zone": "a", "gpu": "true"}},
     "spec": {
         "unschedulable": True,

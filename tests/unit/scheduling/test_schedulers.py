@@ -1,0 +1,298 @@
+"""The scheduler without a cluster: watch events in, requests out (recorded by a fake sender)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from promsched.api.policies import parse_spec
+from promsched.kube.requests import Request
+from promsched.kube.sending import ApiError
+from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
+from promsched.metrics.planning import Plan
+from promsched.scheduling import schedulers
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.deciding import decide
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.queues import Where
+from promsched.scheduling.schedulers import Scheduler
+
+NOW = 2_000_000_000.0
+LOADS = {
+    "cpu": {"busy": 90.0, "idle": 10.0, "mid": 50.0},
+    "memory": {"busy": 80.0, "idle": 20.0, "mid": 50.0},
+}
+
+
+class FakeSender:
+    """Records requests; `fail` maps a path suffix to the ApiError status to answer with."""
+
+    def __init__(self) -> None:
+        self.sent: list[Request] = []
+        self.fail: dict[str, int] = {}
+
+    async def send(self, request: Request) -> Any:
+        self.sent.append(request)
+        for suffix, status in self.fail.items():
+            if request.path.endswith(suffix):
+                raise ApiError(request, status, "Conflict" if status == 409 else "InternalError", "refused")
+        return {}
+
+    def paths(self, verb: str = "") -> list[str]:
+        return [r.path for r in self.sent if not verb or r.method == verb]
+
+    def bodies(self, suffix: str) -> list[Any]:
+        return [r.body for r in self.sent if r.path.endswith(suffix)]
+
+
+class FakeRefresher:
+    """Stands in for the metrics Refresher: a fixed snapshot of LOADS, no network."""
+
+    def __init__(self, plan: Plan, endpoint: object, nodes: Callable[[], object], **_: object) -> None:
+        self.plan = plan
+        self.latest = snapshot_of(plan, LOADS)
+
+    def start(self) -> None: ...
+
+    async def refresh(self) -> Snapshot:
+        return self.latest
+
+    async def update(self, plan: Plan, endpoint: object) -> bool:
+        self.plan, self.latest = plan, snapshot_of(plan, LOADS)
+        return True
+
+    async def stop(self) -> None: ...
+
+
+def snapshot_of(plan: Plan, values: dict[str, dict[str, float]], at: float = NOW) -> Snapshot:
+    plugins = {}
+    for plugin in plan.plugins:
+        series = {node: Series({}, value, at) for node, value in values.get(plugin.name, {}).items()}
+        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=at)
+    return Snapshot(plan=plan, taken_at=at, plugins=plugins)
+
+
+def node(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
+        "spec": spec,
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, scheduler: str = "promsched", cpu: str = "100m", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def policy(name: str = "p", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:
+    body = {
+        "schedulerName": "promsched",
+        "prometheus": {"url": "http://prometheus:9090"},
+        "plugins": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+        **spec,
+    }
+    return {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name, "generation": 1, "creationTimestamp": created},
+        "spec": body,
+    }
+
+
+@pytest.fixture(autouse=True)
+def fake_refresher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(schedulers, "Refresher", FakeRefresher)
+    monkeypatch.setattr(schedulers.time, "time", lambda: NOW)
+    yield
+
+
+@pytest.fixture
+def sender() -> FakeSender:
+    return FakeSender()
+
+
+@pytest.fixture
+async def scheduler(sender: FakeSender) -> Scheduler:
+    scheduler = Scheduler(sender, rng=random.Random(7))
+    scheduler.cache.clock = lambda: NOW
+    for name in ("busy", "idle", "mid"):
+        scheduler.on_node("ADDED", node(name))
+    await scheduler.on_policy("ADDED", policy())
+    return scheduler
+
+
+async def settle(scheduler: Scheduler) -> None:
+    """Let the scheduler's background writes finish."""
+    while scheduler._tasks:
+        await asyncio.wait(list(scheduler._tasks))
+
+
+async def cycle(scheduler: Scheduler) -> None:
+    entry = scheduler.queue.pop_nowait()
+    assert entry is not None
+    scheduler.schedule_one(entry)
+    await settle(scheduler)
+
+
+async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    scheduler.on_pod("ADDED", pod("web"))
+    await cycle(scheduler)
+    [binding] = sender.bodies("/pods/web/binding")
+    assert binding["target"]["name"] == "idle"
+    assert binding["metadata"]["uid"] == "uid-web"
+    annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
+    assert [n["node"] for n in annotation["top"]] == ["idle", "mid", "busy"]
+    [event] = sender.bodies("/namespaces/ns/events")
+    assert (event["reason"], event["message"]) == ("Scheduled", "Successfully assigned ns/web to idle")
+    assert scheduler.policies["p"].status.scheduled == 1
+
+
+async def test_status_writes_are_coalesced(scheduler: Scheduler, sender: FakeSender) -> None:
+    for index in range(5):
+        scheduler.on_pod("ADDED", pod(f"web-{index}"))
+        await cycle(scheduler)
+    sender.sent.clear()
+    await scheduler.flush_statuses()
+    await scheduler.flush_statuses()
+    [status] = sender.bodies("/schedulingpolicies/p/status")
+    assert status["status"]["scheduled"] == 5
+    assert len(status["status"]["recentDecisions"]) == 5
+
+
+async def test_a_pod_seen_again_while_its_binding_is_in_flight_is_not_queued_twice(
+    scheduler: Scheduler,
+) -> None:
+    scheduler.on_pod("ADDED", pod("web"))
+    entry = scheduler.queue.pop_nowait()
+    assert entry is not None
+    scheduler.schedule_one(entry)  # the binding task has not run yet
+    scheduler.on_pod("MODIFIED", pod("web"))
+    assert len(scheduler.queue) == 0
+    await settle(scheduler)
+
+
+async def test_a_conflicting_binding_is_dropped_and_forgotten(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    sender.fail["/binding"] = 409
+    scheduler.on_pod("ADDED", pod("web"))
+    await cycle(scheduler)
+    assert scheduler.cache.usage_of("idle").pods == 0
+    assert len(scheduler.queue) == 0
+
+
+async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, sender: FakeSender) -> None:
+    sender.fail["/binding"] = 500
+    scheduler.on_pod("ADDED", pod("web"))
+    await cycle(scheduler)
+    assert scheduler.cache.usage_of("idle").pods == 0
+    assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
+    assert scheduler.policies["p"].status.errors == 1
+
+
+async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender: FakeSender) -> None:
+    scheduler.on_pod("ADDED", pod("huge", cpu="64"))
+    await cycle(scheduler)
+    assert scheduler.queue.entries["uid-huge"].where is Where.UNSCHEDULABLE
+    [patch] = sender.bodies("/pods/huge/status")
+    assert patch["status"]["conditions"][0]["reason"] == "Unschedulable"
+    [event] = sender.bodies("/namespaces/ns/events")
+    assert event["reason"] == "FailedScheduling"
+    assert event["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+    # A node being added may make room: the pod is tried again.
+    scheduler.on_node("ADDED", node("big"))
+    assert scheduler.queue.entries["uid-huge"].where in (Where.ACTIVE, Where.BACKOFF)
+
+
+async def test_constraints_promsched_cannot_honour_are_refused_by_name(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    scheduler.on_pod("ADDED", pod("spread", affinity=anti))
+    await cycle(scheduler)
+    assert not sender.bodies("/binding")
+    [event] = sender.bodies("/namespaces/ns/events")
+    assert "spec.affinity.podAntiAffinity is not supported by promsched yet" in event["message"]
+
+
+async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:
+    scheduler.on_pod("ADDED", pod("theirs", scheduler="default-scheduler"))
+    scheduler.on_pod("ADDED", pod("placed", nodeName="busy"))
+    scheduler.on_pod("ADDED", pod("gated", schedulingGates=[{"name": "wait"}]))
+    assert len(scheduler.queue) == 0
+    assert scheduler.cache.usage_of("busy").pods == 1
+
+
+async def test_the_younger_of_two_policies_for_one_name_is_in_conflict(scheduler: Scheduler) -> None:
+    await scheduler.on_policy("ADDED", policy("younger", created="2026-06-01T00:00:00Z"))
+    younger = scheduler.policies["younger"]
+    conditions = {c.type: c.status.value for c in younger.status.conditions}
+    assert conditions["Conflict"] == "True"
+    assert conditions["Ready"] == "False"
+    assert scheduler.owners["promsched"].name == "p"
+    await scheduler.on_policy("DELETED", policy())
+    assert scheduler.owners["promsched"].name == "younger"
+
+
+async def test_shadow_mode_records_and_binds_nothing(scheduler: Scheduler, sender: FakeSender) -> None:
+    await scheduler.on_policy("ADDED", policy("shadow", schedulerName="default-scheduler", mode="Shadow"))
+    scheduler.on_pod("ADDED", pod("theirs", scheduler="default-scheduler"))
+    await cycle(scheduler)
+    assert not sender.bodies("/binding")
+    status = scheduler.policies["shadow"].status
+    assert status.decisions[-1].node == "idle"
+    scheduler.on_pod("MODIFIED", pod("theirs", scheduler="default-scheduler"))
+    assert len(scheduler.queue) == 0
+
+
+async def test_a_prometheus_outside_the_allowlist_is_refused(sender: FakeSender) -> None:
+    scheduler = Scheduler(sender, allowed_prometheus_hosts=frozenset({"prometheus.monitoring"}))
+    await scheduler.on_policy("ADDED", policy())
+    runtime = scheduler.policies["p"]
+    assert runtime.refresher is None
+    ready = next(c for c in runtime.status.conditions if c.type == "Ready")
+    assert ready.reason == "InvalidPolicy"
+    assert "spec.prometheus.url: host 'prometheus' is not in the operator's allowlist" in ready.message
+
+
+def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
+    plan = plan_from_policy(parse_spec(policy()["spec"]))
+    snapshot = snapshot_of(plan, {"cpu": {"a": 10.0, "b": 20.0}, "memory": {"a": 10.0, "b": 20.0}})
+    cache = ClusterCache(clock=lambda: NOW + 1)
+    for name in ("a", "b"):
+        cache.upsert_node(NodeInfo.from_object(node(name)))
+    chosen = []
+    for index in range(6):
+        incoming = PodInfo.from_object(pod(f"p{index}", cpu="1"))
+        outcome = decide(incoming, cache, snapshot)
+        assert outcome.node is not None
+        cache.assume(incoming, outcome.node)
+        chosen.append(outcome.node)
+    # Each 1-CPU pod adds 25% CPU load to its node until the next snapshot: the two nodes alternate.
+    assert chosen.count("a") == 3
+    assert chosen.count("b") == 3
