@@ -43,7 +43,7 @@ test: lint install-sandbox
 	pytest tests -q
 
 demo: install-sandbox
-	promsched sandbox up --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/demo-profiles.yaml
+	promsched sandbox up --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/sandbox/demo-profiles.yaml
 	promsched demo --dir $(SANDBOX_DIR)
 
 demo-down: venv

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from promsched.scheduling.pods import HostPort, PodInfo
 
 NO_SCHEDULE: Final = "NoSchedule"
-PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
 NO_EXECUTE: Final = "NoExecute"
 # The kubelet's default --max-pods, for a node whose status does not say.
 DEFAULT_ALLOCATABLE_PODS: Final = 110

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from promsched.scheduling.resources import (
+    INT64_MAX,
     ZERO_RESOURCES,
     FieldError,
     Resources,
@@ -38,7 +39,6 @@ REQUIRED_NODE_AFFINITY_PATH: Final = (
 _LABEL_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_OPERATORS: Final = ("In", "NotIn")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class PodSpecError(FieldError):
@@ -50,7 +50,7 @@ def parse_int64(text: str) -> int | None:
     if _INTEGER.fullmatch(text) is None:
         return None
     number = int(text)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
+    return number if -INT64_MAX - 1 <= number <= INT64_MAX else None
 
 
 @dataclass(frozen=True, slots=True)

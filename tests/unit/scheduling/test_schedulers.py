@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.schedulers import Scheduler
 
-NOW = 2_000_000_000.0
+NOW = time.time()  # samples are fresh: scoring judges staleness by the wall clock
 LOADS = {
     "cpu": {"busy": 90.0, "idle": 10.0, "mid": 50.0},
     "memory": {"busy": 80.0, "idle": 20.0, "mid": 50.0},
@@ -117,10 +118,8 @@ def policy(name: str = "p", created: str = "2026-01-01T00:00:00Z", **spec: Any) 
 
 
 @pytest.fixture(autouse=True)
-def fake_refresher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fake_refresher(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schedulers, "Refresher", FakeRefresher)
-    monkeypatch.setattr(schedulers.time, "time", lambda: NOW)
-    yield
 
 
 @pytest.fixture
