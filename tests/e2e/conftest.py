@@ -12,7 +12,8 @@ from support.clusters import Cluster, Operator
 from support.polling import eventually
 
 
-@pytest.fixture(scope="session")
+# Per module: an operator left running would also write the status of other tiers' policies.
+@pytest.fixture(scope="module")
 def operator(sandbox: Sandbox) -> Iterator[Operator]:
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd_yaml())
     sandbox.kubectl(

@@ -212,9 +212,11 @@ def test_a_burst_spreads_instead_of_piling_onto_the_idlest_node(cluster: Cluster
         cluster.pod(f"herd-{index}", cpu="10m", memory="1Gi")
     placed = eventually(lambda: bound(cluster), lambda b: len(b) == 30, timeout=90, what="30 pods bound")
     per_node = Counter(placed.values())
-    # Without the herd adjustment, node-1 (20% memory used) would take 15 pods before its memory filled.
-    assert max(per_node.values()) <= 8, per_node
-    assert len(per_node) >= 4, per_node
+    # Each 1Gi pod adds 6.7% to its node's memory load. Levelling the six nodes' loads (20, 25, 40, 50,
+    # 60 and 70% used) with 30 such pods gives about 9, 8, 6, 4, 3 and 1 pods. Without the herd
+    # adjustment node-1 would take 15 pods, until its memory filled.
+    assert max(per_node.values()) <= 10, per_node
+    assert len(per_node) >= 5, per_node
 
 
 def test_shadow_mode_records_decisions_and_binds_nothing(cluster: Cluster) -> None:

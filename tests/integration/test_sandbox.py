@@ -11,15 +11,18 @@ import pytest
 
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox, SandboxError
+from promsched.sandbox.profiles import load_profiles_file
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 # Simulated counters are exact; the tolerance covers float formatting and a window mid-change.
 TOLERANCE_PERCENT = 0.5
 
 
-def query_by_node(sandbox: Sandbox, promql: str) -> dict[str, float]:
-    data = urllib.parse.urlencode({"query": promql}).encode()
+def query_by_node(sandbox: Sandbox, promql: str, at: float | None = None) -> dict[str, float]:
+    form = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
+    data = urllib.parse.urlencode(form).encode()
     with urllib.request.urlopen(f"{sandbox.prometheus_url}/api/v1/query", data=data, timeout=10) as response:
         result = json.load(response)["data"]["result"]
     return {r["metric"]["instance"].removesuffix(":9100"): float(r["value"][1]) for r in result}
@@ -100,14 +103,17 @@ def test_deployments_create_pods_and_a_bound_pod_runs(sandbox: Sandbox) -> None:
 
 
 def test_prometheus_reads_back_each_nodes_profile(sandbox: Sandbox) -> None:
-    profiles = sandbox.profiles()
+    # Read as of the moment the sandbox was ready: other tests change loads later, and a window that
+    # spans a change mixes the two profiles.
+    at = sandbox.state.ready_at
+    profiles = load_profiles_file(FIXTURES / "profiles.yaml", sandbox.node_names)
     for window in ("1m", "60m"):
-        cpu = query_by_node(sandbox, CPU_BUSY % window)
+        cpu = query_by_node(sandbox, CPU_BUSY % window, at)
         for node in sandbox.node_names:
-            assert cpu[node] == pytest.approx(profiles[node]["cpu"], abs=TOLERANCE_PERCENT), (node, window)
-    memory = query_by_node(sandbox, MEMORY_USED)
+            assert cpu[node] == pytest.approx(profiles[node].load.cpu, abs=TOLERANCE_PERCENT), (node, window)
+    memory = query_by_node(sandbox, MEMORY_USED, at)
     for node in sandbox.node_names:
-        assert memory[node] == pytest.approx(profiles[node]["memory"], abs=TOLERANCE_PERCENT), node
+        assert memory[node] == pytest.approx(profiles[node].load.memory, abs=TOLERANCE_PERCENT), node
 
 
 def test_a_changed_profile_shows_in_prometheus(sandbox: Sandbox) -> None:

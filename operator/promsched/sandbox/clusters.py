@@ -27,6 +27,8 @@ class SandboxState:
     release: str
     node_names: list[str]
     ports: dict[str, int]
+    # Unix time the sandbox became ready: before it, every node's metrics are exactly its initial profile.
+    ready_at: float = 0.0
 
     @property
     def prometheus_url(self) -> str:

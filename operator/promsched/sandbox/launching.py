@@ -9,6 +9,7 @@ launcher, of a test run or of the machine's shell.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -347,6 +348,7 @@ def up(
         report("start-up failed; stopping what was started")
         supervisor.stop_all(report)
         raise
+    sandbox = Sandbox(directory, dataclasses.replace(state, ready_at=time.time()))
     sandbox.save()
     (directory / "sandbox.env").write_text(
         f"KUBECONFIG={sandbox.kubeconfig}\nPROMETHEUS_URL={state.prometheus_url}\n"

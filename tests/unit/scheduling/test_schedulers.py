@@ -24,7 +24,6 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.schedulers import Scheduler
 
-NOW = time.time()  # samples are fresh: scoring judges staleness by the wall clock
 LOADS = {
     "cpu": {"busy": 90.0, "idle": 10.0, "mid": 50.0},
     "memory": {"busy": 80.0, "idle": 20.0, "mid": 50.0},
@@ -57,7 +56,8 @@ class FakeRefresher:
 
     def __init__(self, plan: Plan, endpoint: object, nodes: Callable[[], object], **_: object) -> None:
         self.plan = plan
-        self.latest = snapshot_of(plan, LOADS)
+        # Taken now: scoring judges staleness by the wall clock.
+        self.latest = snapshot_of(plan, LOADS, at=time.time())
 
     def start(self) -> None: ...
 
@@ -65,13 +65,13 @@ class FakeRefresher:
         return self.latest
 
     async def update(self, plan: Plan, endpoint: object) -> bool:
-        self.plan, self.latest = plan, snapshot_of(plan, LOADS)
+        self.plan, self.latest = plan, snapshot_of(plan, LOADS, at=time.time())
         return True
 
     async def stop(self) -> None: ...
 
 
-def snapshot_of(plan: Plan, values: dict[str, dict[str, float]], at: float = NOW) -> Snapshot:
+def snapshot_of(plan: Plan, values: dict[str, dict[str, float]], at: float) -> Snapshot:
     plugins = {}
     for plugin in plan.plugins:
         series = {node: Series({}, value, at) for node, value in values.get(plugin.name, {}).items()}
@@ -130,7 +130,6 @@ def sender() -> FakeSender:
 @pytest.fixture
 async def scheduler(sender: FakeSender) -> Scheduler:
     scheduler = Scheduler(sender, rng=random.Random(7))
-    scheduler.cache.clock = lambda: NOW
     for name in ("busy", "idle", "mid"):
         scheduler.on_node("ADDED", node(name))
     await scheduler.on_policy("ADDED", policy())
@@ -281,8 +280,9 @@ async def test_a_prometheus_outside_the_allowlist_is_refused(sender: FakeSender)
 
 def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
     plan = plan_from_policy(parse_spec(policy()["spec"]))
-    snapshot = snapshot_of(plan, {"cpu": {"a": 10.0, "b": 20.0}, "memory": {"a": 10.0, "b": 20.0}})
-    cache = ClusterCache(clock=lambda: NOW + 1)
+    taken = time.time()
+    snapshot = snapshot_of(plan, {"cpu": {"a": 10.0, "b": 20.0}, "memory": {"a": 10.0, "b": 20.0}}, at=taken)
+    cache = ClusterCache(clock=lambda: taken + 1)
     for name in ("a", "b"):
         cache.upsert_node(NodeInfo.from_object(node(name)))
     chosen = []

@@ -1,0 +1,95 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "promsched.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Object names: fullnameOverride, else <release>-<name>, or just <release> when it already contains the name. */}}
+{{- define "promsched.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "promsched.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select the scheduler's pods: the Deployment, Service, PDB and NetworkPolicy use them.
+The component keeps the helm test pod (component "test") out of the Service's endpoints. */}}
+{{- define "promsched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "promsched.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: scheduler
+{{- end -}}
+
+{{/* Labels on every object of the release. */}}
+{{- define "promsched.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "promsched.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: promsched
+{{- end -}}
+
+{{- define "promsched.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "promsched.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The image reference: a digest pins it; the tag defaults to the chart's appVersion. */}}
+{{- define "promsched.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the replicas elect a leader: always with more than one, so only one of them schedules. */}}
+{{- define "promsched.leaderElect" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "promsched.leaseName" -}}
+{{- default (include "promsched.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}
+
+{{/* The Prometheus hosts policies may use, comma-separated: the allowlist plus the default policy's host,
+which the same administrator wrote. */}}
+{{- define "promsched.allowedHosts" -}}
+{{- $hosts := .Values.prometheus.allowedHosts -}}
+{{- if .Values.defaultPolicy.enabled -}}
+{{- $hosts = append $hosts (urlParse .Values.defaultPolicy.spec.prometheus.url).hostname -}}
+{{- end -}}
+{{- $hosts | uniq | join "," -}}
+{{- end -}}
+
+{{/* The Secrets the operator may read, as JSON {namespace: [names]}: prometheus.secretRefs plus those the
+default policy names. */}}
+{{- define "promsched.secretsByNamespace" -}}
+{{- $refs := .Values.prometheus.secretRefs -}}
+{{- if .Values.defaultPolicy.enabled -}}
+{{- $auth := .Values.defaultPolicy.spec.prometheus.auth | default dict -}}
+{{- range $field := list "bearerToken" "basicAuth" "ca" -}}
+{{- with get $auth $field -}}
+{{- $refs = append $refs (dict "namespace" .namespace "name" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $byNamespace := dict -}}
+{{- range $refs -}}
+{{- $names := get $byNamespace .namespace | default list -}}
+{{- $_ := set $byNamespace .namespace (append $names .name | uniq | sortAlpha) -}}
+{{- end -}}
+{{- $byNamespace | toJson -}}
+{{- end -}}
