@@ -88,6 +88,50 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from promsched.operating.inspecting import explain_pod
+
+    print(asyncio.run(explain_pod(args.kubeconfig, args.pod)))
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from promsched.operating.inspecting import score_policy
+
+    # Failed queries are listed in the output; the metrics layer's warnings would only repeat them.
+    logging.basicConfig(level=logging.ERROR)
+    print(asyncio.run(score_policy(args.kubeconfig, args.policy, args.pod, args.prometheus_url)))
+    return 0
+
+
+def _inspect_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
+    explain = commands.add_parser(
+        "explain", parents=[cluster], help="why promsched placed a pod where it did: its recorded decision"
+    )
+    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: the context's namespace)")
+    explain.set_defaults(run=_explain)
+    score = commands.add_parser(
+        "score",
+        parents=[cluster],
+        help="dry run: how a policy file ranks the live cluster's nodes now (binds nothing)",
+    )
+    score.add_argument("--policy", type=Path, required=True, help="a SchedulingPolicy YAML file")
+    score.add_argument(
+        "--pod", type=Path, help="a Pod, or a workload with spec.template (default: a pod with no requests)"
+    )
+    score.add_argument(
+        "--prometheus-url", help="query this Prometheus instead of the policy's (e.g. a port-forward)"
+    )
+    score.set_defaults(run=_score)
+
+
 def _run(args: argparse.Namespace) -> int:
     import logging
 
@@ -176,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="place a sample workload on a running sandbox and show why")
     demo.add_argument("--dir", type=Path, default=Path(".sandbox"), help="sandbox folder (default .sandbox)")
     demo.set_defaults(run=_demo)
+    _inspect_parsers(commands)
     _sandbox_parser(commands)
     commands.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition").set_defaults(
         run=_crd
@@ -191,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from promsched.api.converting import ConversionError
+    from promsched.operating.inspecting import InspectError
     from promsched.sandbox.clusters import SandboxError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError
@@ -199,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Command = args.run
     try:
         return run(args)
-    except (SandboxError, InstallError, ProfileError, ConversionError) as error:
+    except (SandboxError, InstallError, ProfileError, ConversionError, InspectError) as error:
         print(f"promsched: {error}", file=sys.stderr)
         return 1
 

@@ -25,7 +25,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: scheduler
 {{- end -}}
 
-{{/* Labels on every object of the release. */}}
+{{/* Labels on every object of the release; the scheduler's own pods and Service add
+app.kubernetes.io/component: scheduler (see promsched.selectorLabels). */}}
 {{- define "promsched.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/name: {{ include "promsched.name" . }}
@@ -92,4 +93,18 @@ default policy names. */}}
 {{- $_ := set $byNamespace .namespace (append $names .name | uniq | sortAlpha) -}}
 {{- end -}}
 {{- $byNamespace | toJson -}}
+{{- end -}}
+
+{{/* Writes on the pods it schedules: binding, the PodScheduled condition when a pod does not fit, and
+events (Scheduled, FailedScheduling). Granted cluster-wide, or per namespace with .Values.namespaces. */}}
+{{- define "promsched.schedulingRules" -}}
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
 {{- end -}}

@@ -2,7 +2,8 @@
 
 It installs the CRD and the example policy (pointed at the sandbox's Prometheus), starts `promsched run`
 as one of the sandbox's processes (so `promsched sandbox down` stops it too), applies the example
-Deployment, waits until every replica is bound, and prints where each landed with the node's load.
+Deployment, waits until every replica is bound, and prints where each landed with the node's load and
+score. Each step is a function of its own, so tests run them against an operator they started.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +22,54 @@ import yaml
 
 from promsched.api.crds import render_crd_yaml
 from promsched.api.policies import SchedulingPolicy
-from promsched.metrics.identifying import NodeDirectory
-from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
-from promsched.metrics.querying import PrometheusClient
-from promsched.metrics.refreshing import take_snapshot
-from promsched.metrics.scoring import NodeResult, score_nodes
+from promsched.operating import inspecting
 from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.launching import Supervisor, free_port, wait_until
 
 Report = Callable[[str], None]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 DEMO_REPLICAS = 8
+DEMO_NAMESPACE = "default"
+DEMO_SELECTOR = "app.kubernetes.io/name=promsched-demo"
 
 
 def _print(line: str) -> None:
     print(line, flush=True)
 
 
-def policy_for(sandbox: Sandbox, path: Path) -> dict[str, Any]:
-    """An example policy with the sandbox's Prometheus as its URL."""
-    document: dict[str, Any] = yaml.safe_load(path.read_text())
+def _apply(sandbox: Sandbox, document: Mapping[str, Any]) -> None:
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(document))
+
+
+def install_crd(sandbox: Sandbox) -> None:
+    sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
+    sandbox.kubectl(
+        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
+    )
+
+
+def demo_policy(
+    sandbox: Sandbox, name: str | None = None, scheduler_name: str | None = None
+) -> dict[str, Any]:
+    """examples/sandbox-policy.yaml with the sandbox's Prometheus as its URL, optionally renamed."""
+    document: dict[str, Any] = yaml.safe_load((EXAMPLES / "sandbox-policy.yaml").read_text())
     document["spec"]["prometheus"]["url"] = sandbox.prometheus_url
+    if name is not None:
+        document["metadata"]["name"] = name
+    if scheduler_name is not None:
+        document["spec"]["schedulerName"] = scheduler_name
+    return document
+
+
+def demo_deployment(
+    namespace: str = DEMO_NAMESPACE, scheduler_name: str | None = None, replicas: int = DEMO_REPLICAS
+) -> dict[str, Any]:
+    """examples/deployment.yaml with `replicas`, in `namespace`, optionally for another scheduler."""
+    document: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+    document["metadata"]["namespace"] = namespace
+    document["spec"]["replicas"] = replicas
+    if scheduler_name is not None:
+        document["spec"]["template"]["spec"]["schedulerName"] = scheduler_name
     return document
 
 
@@ -80,70 +108,71 @@ def start_scheduler(
     return url
 
 
-def _pods(sandbox: Sandbox, selector: str) -> list[dict[str, Any]]:
+def _pods(sandbox: Sandbox, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = json.loads(
-        sandbox.kubectl("get", "pods", "-n", "default", "-l", selector, "-o", "json").stdout
+        sandbox.kubectl("get", "pods", "-n", namespace, "-l", DEMO_SELECTOR, "-o", "json").stdout
     )["items"]
     return items
 
 
-async def _score(sandbox: Sandbox, policy: SchedulingPolicy) -> dict[str, NodeResult]:
-    plan = plan_from_policy(policy.spec)
-    endpoint = await endpoint_from_policy(policy.spec.prometheus, None)
-    async with PrometheusClient(endpoint) as client:
-        snapshot = await take_snapshot(plan, client, NodeDirectory.of(sandbox.node_names))
-    return {result.node: result for result in score_nodes(snapshot, sandbox.node_names)}
-
-
-def placement_table(results: dict[str, NodeResult], pods_by_node: dict[str, list[str]]) -> str:
-    """Each node's load (raw values), its score now, and the demo pods it got."""
-    plugins = [p.name for p in next(iter(results.values())).plugins] if results else []
-    header = ["NODE", *(name.upper() for name in plugins), "SCORE", "PODS"]
-    rows = [header]
-    for node, result in sorted(results.items(), key=lambda item: -item[1].total):
-        raw = {p.name: p.raw for p in result.plugins}
-        cells = [f"{raw[name]:.1f}%" if raw[name] is not None else "-" for name in plugins]
-        rows.append([node, *cells, f"{result.total:.1f}", str(len(pods_by_node.get(node, [])))])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
+def wait_for_placements(
+    sandbox: Sandbox, namespace: str = DEMO_NAMESPACE, replicas: int = DEMO_REPLICAS, timeout: float = 120
+) -> dict[str, list[str]]:
+    """Wait until `replicas` demo pods are bound; their names by node."""
+    wait_until(
+        f"{replicas} demo pods bound",
+        lambda: sum(bool(p["spec"].get("nodeName")) for p in _pods(sandbox, namespace)) == replicas,
+        timeout,
     )
+    pods_by_node: dict[str, list[str]] = {}
+    for pod in _pods(sandbox, namespace):
+        pods_by_node.setdefault(pod["spec"]["nodeName"], []).append(pod["metadata"]["name"])
+    return pods_by_node
+
+
+async def _rank(sandbox: Sandbox, policy: SchedulingPolicy) -> inspecting.Ranking:
+    async with inspecting.connected(sandbox.kubeconfig) as client:
+        pod = inspecting.example_pod(policy)
+        return await inspecting.rank(client, policy, pod, "a pod with no requests")
+
+
+def placement_table(sandbox: Sandbox, policy: SchedulingPolicy, pods_by_node: Mapping[str, list[str]]) -> str:
+    """Each node's load and score now, ranked as `promsched score` ranks them, and the demo pods it got."""
+    ranking = asyncio.run(_rank(sandbox, policy))
+    weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}
+    scores = [result.to_api() for result in ranking.outcome.ranked]
+    counts = {node: len(pods) for node, pods in pods_by_node.items()}
+    return f"{inspecting.ranking_table(scores, weights, pods=counts)}\n\n{inspecting.LEGEND}"
 
 
 def demo(directory: Path, report: Report = _print) -> None:
     sandbox = Sandbox.load(directory)
     report("applying the SchedulingPolicy CRD and examples/sandbox-policy.yaml")
-    sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
-    sandbox.kubectl(
-        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
-    )
-    document = policy_for(sandbox, EXAMPLES / "sandbox-policy.yaml")
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps(document))
+    install_crd(sandbox)
+    policy = demo_policy(sandbox)
+    _apply(sandbox, policy)
     start_scheduler(sandbox, report)
-    deployment = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
-    deployment["spec"]["replicas"] = DEMO_REPLICAS
     report(f"applying examples/deployment.yaml with {DEMO_REPLICAS} replicas (schedulerName: promsched)")
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps(deployment))
-    selector = "app.kubernetes.io/name=promsched-demo"
+    _apply(sandbox, demo_deployment())
     started = time.monotonic()
-    wait_until(
-        f"{DEMO_REPLICAS} demo pods bound",
-        lambda: sum(bool(p["spec"].get("nodeName")) for p in _pods(sandbox, selector)) == DEMO_REPLICAS,
-        120,
-    )
+    pods_by_node = wait_for_placements(sandbox)
     report(f"all {DEMO_REPLICAS} pods bound in {time.monotonic() - started:.1f}s\n")
-    pods_by_node: dict[str, list[str]] = {}
-    for pod in _pods(sandbox, selector):
-        pods_by_node.setdefault(pod["spec"]["nodeName"], []).append(pod["metadata"]["name"])
-    results = asyncio.run(_score(sandbox, SchedulingPolicy.from_object(document)))
-    report(placement_table(results, pods_by_node))
+    report(placement_table(sandbox, SchedulingPolicy.from_object(policy), pods_by_node))
+    example = min(pod for pods in pods_by_node.values() for pod in pods)
+    # The console script sits next to the interpreter running it (the project's venv).
+    promsched_bin = Path(sys.executable).parent
     report(
         "\nLess loaded nodes score higher; each placed pod adds its requests to its node's load until the"
         "\nnext metric snapshot, so a burst spreads instead of piling onto the idlest node.\n"
         "\nTry it yourself:\n"
-        f"  set -a; . {directory}/sandbox.env; set +a; export PATH=$PROMSCHED_SANDBOX_BIN:$PATH\n"
+        f"  set -a; . {directory}/sandbox.env; set +a\n"
+        f"  export PATH=$PROMSCHED_SANDBOX_BIN:{promsched_bin}:$PATH\n"
         "  kubectl get schedulingpolicies -o wide\n"
         "  kubectl describe pod -l app.kubernetes.io/name=promsched-demo | grep -A3 Events\n"
-        f"  promsched sandbox load node-1 --cpu 95 --dir {directory}   # then scale the Deployment\n"
+        f"  promsched explain {DEMO_NAMESPACE}/{example}   # why this pod went where it did\n"
+        "  promsched score --policy examples/sandbox-policy.yaml --prometheus-url $PROMETHEUS_URL"
+        "   # the ranking now, binding nothing\n"
+        f"  promsched sandbox load node-1 --cpu 95 --dir {directory}   # then scale the Deployment:\n"
+        "  kubectl scale deployment promsched-demo --replicas 12\n"
         "  make demo-down\n"
     )
