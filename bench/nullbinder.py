@@ -60,12 +60,13 @@ async def run(kubeconfig: Path, scheduler_name: str, concurrency: int, ready: Pa
         seen.add(uid)
         queue.put_nowait((metadata["namespace"], metadata["name"], uid))
 
-    async with KubeClient(credentials, connections=concurrency) as client, watch_session(credentials) as session:
+    async with (
+        KubeClient(credentials, connections=concurrency) as client,
+        watch_session(credentials) as session,
+    ):
         listing = await client.send(Request("GET", "/api/v1/nodes"))
         nodes = itertools.cycle(sorted(node["metadata"]["name"] for node in listing["items"]))
-        workers = [
-            asyncio.create_task(_bind_worker(client, queue, nodes, seen)) for _ in range(concurrency)
-        ]
+        workers = [asyncio.create_task(_bind_worker(client, queue, nodes, seen)) for _ in range(concurrency)]
         try:
             while True:
                 pods = await client.send(Request("GET", "/api/v1/pods", params={"fieldSelector": selector}))
@@ -73,7 +74,7 @@ async def run(kubeconfig: Path, scheduler_name: str, concurrency: int, ready: Pa
                     offer(pod)
                 version = pods["metadata"]["resourceVersion"]
                 if ready is not None:
-                    ready.touch()
+                    await asyncio.to_thread(ready.touch)
                 try:
                     params = {"fieldSelector": selector, "resourceVersion": version}
                     async for kind, pod in watch(session, "/api/v1/pods", params):

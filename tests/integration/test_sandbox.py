@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox, SandboxError
+from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.profiles import load_profiles_file
 from support.polling import eventually
 
@@ -136,16 +138,29 @@ def test_the_real_node_exporter_is_scraped(sandbox: Sandbox) -> None:
     assert list(up.values()) == [1.0]
 
 
-def test_up_twice_is_refused_and_down_leaves_no_process(tmp_path: Path) -> None:
-    started = launching.up(tmp_path, nodes=1, history=0, report=lambda _line: None)
+def test_the_cli_refuses_a_second_up_and_down_leaves_no_process(tmp_path: Path) -> None:
+    """`up` and `down` run as separate CLI processes, as a user (or a crashed launcher) leaves them."""
+
+    def promsched(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "promsched.cli", "sandbox", *args, "--dir", str(tmp_path)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+    started = promsched("up", "--nodes", "1", "--history-minutes", "0")
+    assert started.returncode == 0, started.stderr
+    assert f"export KUBECONFIG={tmp_path}/kubeconfig" in started.stdout
     processes = launching.Supervisor(tmp_path).recorded()
     try:
         assert {p.name for p in processes} == set(launching.COMPONENTS)
-        with pytest.raises(SandboxError, match="already up"):
-            launching.up(tmp_path, nodes=1, history=0, report=lambda _line: None)
-        assert started.kubectl("get", "nodes").returncode == 0
+        assert all(p.alive() for p in processes)
+        again = promsched("up", "--nodes", "1")
+        assert again.returncode == 1
+        assert "a sandbox is already up in" in again.stderr
+        status = promsched("status")
+        assert status.returncode == 0
+        assert status.stdout.count("running") == len(launching.COMPONENTS)
     finally:
-        stopped = launching.down(tmp_path, report=lambda _line: None)
-    assert sorted(stopped) == sorted(launching.COMPONENTS)
+        stopped = promsched("down")
+    assert stopped.returncode == 0
     assert [p.name for p in processes if p.alive()] == []
     assert not (tmp_path / "sandbox.json").exists()
+    assert promsched("status").returncode == 1

@@ -109,7 +109,18 @@ class Supervisor:
             )
         started = _start_time(popen.pid) or ""
         (self.pids / f"{name}.pid").write_text(f"{popen.pid} {started}\n")
+        # Kept so the same process can be started again (fault tests restart components).
+        (self.pids / f"{name}.cmd").write_text(json.dumps({"command": list(command), "env": env}))
         return Process(name, popen.pid, started)
+
+    def restart(self, name: str) -> Process:
+        """Stop `name` if it runs and start it again with the command it was started with."""
+        recipe_file = self.pids / f"{name}.cmd"
+        if not recipe_file.exists():
+            raise SandboxError(f"{name} was never started in {self.directory}")
+        recipe = json.loads(recipe_file.read_text())
+        self.stop(name)
+        return self.spawn(name, recipe["command"], recipe["env"])
 
     def recorded(self) -> list[Process]:
         processes = []
@@ -143,7 +154,7 @@ class Supervisor:
         alive.sort(key=lambda p: int(p.started or 0), reverse=True)
         for process in alive:
             _terminate(process, grace, report)
-        for path in self.pids.glob("*.pid") if self.pids.exists() else []:
+        for path in [*self.pids.glob("*.pid"), *self.pids.glob("*.cmd")] if self.pids.exists() else []:
             path.unlink()
         return [p.name for p in alive]
 

@@ -19,7 +19,6 @@ from promsched.api.policies import (
     Decision,
     FilteredCount,
     MissingSeries,
-    Mode,
     NodeScore,
     PluginScore,
     Preflight,
@@ -42,6 +41,7 @@ from promsched.operating.inspecting import (
     render_ranking,
 )
 from promsched.scheduling.deciding import Outcome
+from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.schedulers import DECISION_ANNOTATION
 
 POD_CREATED = "2030-01-01T10:00:00Z"
@@ -79,12 +79,18 @@ def decision_object(pod: str = "shop/web-0", node: str | None = "node-1", **fiel
             {
                 "node": "node-1",
                 "total": 85.0,
-                "plugins": [{"name": "cpu", "raw": 10.0, "score": 90.0}, {"name": "memory", "raw": 30.0, "score": 70.0}],
+                "plugins": [
+                    {"name": "cpu", "raw": 10.0, "score": 90.0},
+                    {"name": "memory", "raw": 30.0, "score": 70.0},
+                ],
             },
             {
                 "node": "node-0",
                 "total": 25.0,
-                "plugins": [{"name": "cpu", "raw": 80.0, "score": 20.0}, {"name": "memory", "raw": 60.0, "score": 40.0}],
+                "plugins": [
+                    {"name": "cpu", "raw": 80.0, "score": 20.0},
+                    {"name": "memory", "raw": 60.0, "score": 40.0},
+                ],
             },
         ],
         "filtered": [{"reason": "Insufficient cpu", "count": 2}],
@@ -163,12 +169,18 @@ def test_the_ranking_table_shows_raw_value_score_weight_and_total_per_node() -> 
         NodeScore(
             node="node-1",
             total=85.0,
-            plugins=[PluginScore(name="cpu", raw=10.0, score=90.0), PluginScore(name="gpu", raw=None, score=None)],
+            plugins=[
+                PluginScore(name="cpu", raw=10.0, score=90.0),
+                PluginScore(name="gpu", raw=None, score=None),
+            ],
         ),
         NodeScore(
             node="node-0",
             total=50.0,
-            plugins=[PluginScore(name="cpu", raw=None, score=50.0), PluginScore(name="gpu", raw=3e6, score=0.0)],
+            plugins=[
+                PluginScore(name="cpu", raw=None, score=50.0),
+                PluginScore(name="gpu", raw=3e6, score=0.0),
+            ],
         ),
     ]
     table = ranking_table(nodes, {"cpu": 3}, chosen="node-1", pods={"node-0": 2})
@@ -181,7 +193,10 @@ def test_the_ranking_table_shows_raw_value_score_weight_and_total_per_node() -> 
 
 def test_filtered_nodes_are_counted_by_reason_most_first() -> None:
     lines = inspecting.filtered_lines(
-        [FilteredCount(reason="cpu load above 85%", count=1), FilteredCount(reason="Insufficient cpu", count=12)]
+        [
+            FilteredCount(reason="cpu load above 85%", count=1),
+            FilteredCount(reason="Insufficient cpu", count=12),
+        ]
     )
     assert lines == ["Filtered out (13 nodes):", "  12  Insufficient cpu", "   1  cpu load above 85%"]
     assert inspecting.filtered_lines([]) == ["Filtered out: none."]
@@ -211,7 +226,9 @@ def test_an_explanation_shows_the_recorded_decision_with_the_policy_weights() ->
 
 def test_an_explanation_says_when_the_policy_changed_after_the_decision() -> None:
     text = explanation(Decision.model_validate(decision_object()), generation=4)
-    assert "generation  1 (the policy has changed since: it is at generation 4, whose weights are shown)" in text
+    assert (
+        "generation  1 (the policy has changed since: it is at generation 4, whose weights are shown)" in text
+    )
 
 
 def test_a_shadow_decision_says_nothing_was_bound_and_where_the_pod_runs() -> None:
@@ -239,7 +256,9 @@ def test_an_explanation_from_the_annotation_says_what_is_not_known() -> None:
     )
     text = explanation(annotated, generation=3)
     assert "generation  not recorded on the pod (the policy is at generation 3 now)" in text
-    assert "no longer holds this one, so raw values, filtered nodes and the generation used are unknown" in text
+    assert (
+        "no longer holds this one, so raw values, filtered nodes and the generation used are unknown" in text
+    )
     assert "node-1 *  - → 90.0  - → 70.0     85.0" in text
     assert "Filtered out" not in text
 
@@ -277,7 +296,7 @@ def test_a_ranking_shows_the_chosen_node_and_what_prometheus_could_not_answer() 
     ]
     assert "node-1 *  10.0 → 90.0  30.0 → 70.0  85.0" in lines
     assert "node-2    50.0 → 50.0  - → 50.0     50.0" in lines
-    assert lines[-8:] == [
+    assert lines[-7:] == [
         "Filtered out (1 node):",
         "  1  cpu load above 85%",
         "",
@@ -285,7 +304,7 @@ def test_a_ranking_shows_the_chosen_node_and_what_prometheus_could_not_answer() 
         "  memory: query failed: bad_data: parse error",
         "  cpu: no usable series for 1 node(s): node-2",
         "  node node-9: bad",
-    ][-8:]
+    ]
 
 
 def test_a_ranking_with_no_feasible_node_gives_the_schedulers_message() -> None:
@@ -295,7 +314,10 @@ def test_a_ranking_with_no_feasible_node_gives_the_schedulers_message() -> None:
         queries=[PreflightQuery(plugin="cpu", query="q", ok=False, error="unreachable")],
     )
     text = ranking(outcome, failed)
-    assert "result   no node fits: 0/3 nodes are available: 3 Insufficient cpu. (dry run: nothing is bound)" in text
+    assert (
+        "result   no node fits: 0/3 nodes are available: 3 Insufficient cpu. (dry run: nothing is bound)"
+        in text
+    )
     assert "Prometheus answered no query: every node has the onMissingMetrics (Neutral) value" in text
     assert "NODE" not in text
 
@@ -334,7 +356,8 @@ async def test_explain_falls_back_to_the_annotation_and_ignores_an_earlier_pods_
     )
     found = await explain(api, "shop", "web-0")
     assert found.recorded == AnnotatedDecision(
-        node="node-1", top_nodes=(NodeScore(node="node-1", total=85, plugins=[PluginScore(name="cpu", score=90)]),)
+        node="node-1",
+        top_nodes=(NodeScore(node="node-1", total=85, plugins=[PluginScore(name="cpu", score=90)]),),
     )
 
 
@@ -428,14 +451,19 @@ def test_the_prometheus_url_can_be_overridden_and_is_validated(tmp_path: Path) -
     path = write(tmp_path, "policy.yaml", policy_object())
     policy = inspecting.load_policy(path, "http://127.0.0.1:9090")
     assert policy.spec.prometheus.url == "http://127.0.0.1:9090"
-    with pytest.raises(InspectError, match=r"with --prometheus-url is not a valid.*\nspec.prometheus.url: must be"):
+    with pytest.raises(
+        InspectError, match=r"with --prometheus-url is not a valid.*\nspec.prometheus.url: must be"
+    ):
         inspecting.load_policy(path, "localhost:9090")
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("kind: SchedulingPolicy\n---\nkind: SchedulingPolicy\n", "expected one SchedulingPolicy document, found 2"),
+        (
+            "kind: SchedulingPolicy\n---\nkind: SchedulingPolicy\n",
+            "expected one SchedulingPolicy document, found 2",
+        ),
         ("kind: Pod\n", "expected one SchedulingPolicy document, found 0"),
         ("spec: [unclosed\n", "is not valid YAML"),
     ],
@@ -443,11 +471,6 @@ def test_the_prometheus_url_can_be_overridden_and_is_validated(tmp_path: Path) -
 def test_a_policy_file_must_hold_one_policy(tmp_path: Path, content: str, message: str) -> None:
     with pytest.raises(InspectError, match=message):
         inspecting.load_policy(write(tmp_path, "policy.yaml", content))
-
-
-def test_a_missing_file_is_named() -> None:
-    with pytest.raises(InspectError, match="cannot read /nonexistent/policy.yaml: No such file or directory"):
-        inspecting.load_policy(Path("/nonexistent/policy.yaml"))
 
 
 def test_a_workload_file_gives_its_pod_template(tmp_path: Path) -> None:
@@ -507,7 +530,10 @@ async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_sna
 
     async def query(request: web.Request) -> web.Response:
         queries.append(str((await request.post())["query"]))
-        result = [{"metric": {"instance": f"{ip}:9100"}, "value": [time.time(), str(load)]} for ip, load in loads.items()]
+        result = [
+            {"metric": {"instance": f"{ip}:9100"}, "value": [time.time(), str(load)]}
+            for ip, load in loads.items()
+        ]
         return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
 
     app = web.Application()
@@ -534,7 +560,8 @@ async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_sna
         }
     )
     policy = SchedulingPolicy.from_object(document)
-    pod = inspecting.load_pod_object({"metadata": {"name": "new"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+    container = {"name": "c", "resources": {"requests": {"cpu": "1"}}}
+    pod = PodInfo.from_object({"metadata": {"name": "new"}, "spec": {"containers": [container]}})
     result = await inspecting.rank(api, policy, pod, "new")
     assert result.outcome.node == "node-mid"
     assert [r.node for r in result.outcome.ranked] == ["node-mid"]
@@ -549,7 +576,10 @@ async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_sna
 
 def test_the_commands_report_errors_as_one_clean_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "shop/"]) == 1
-    assert capsys.readouterr().err == "promsched: 'shop/' names no pod; give NAMESPACE/NAME, e.g. default/web-0\n"
+    assert (
+        capsys.readouterr().err
+        == "promsched: 'shop/' names no pod; give NAMESPACE/NAME, e.g. default/web-0\n"
+    )
     assert cli.main(["score", "--policy", "/nonexistent/policy.yaml"]) == 1
     assert capsys.readouterr().err == (
         "promsched: cannot read /nonexistent/policy.yaml: No such file or directory\n"

@@ -18,6 +18,20 @@ def test_supervisor_stops_what_it_started_and_forgets_it(tmp_path: Path) -> None
     assert supervisor.recorded() == []
 
 
+def test_a_process_restarts_with_the_command_it_was_started_with(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path)
+    first = supervisor.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    second = supervisor.restart("sleeper")
+    try:
+        assert not first.alive()
+        assert second.alive()
+        assert second.pid != first.pid
+    finally:
+        supervisor.stop_all(lambda _line: None)
+    with pytest.raises(SandboxError, match="never started"):
+        supervisor.restart("sleeper")
+
+
 def test_a_recycled_pid_is_not_mistaken_for_ours(tmp_path: Path) -> None:
     supervisor = Supervisor(tmp_path)
     process = supervisor.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])

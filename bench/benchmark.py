@@ -1,0 +1,766 @@
+"""`make bench`: promsched side by side with kube-scheduler and a null binder, on one sandbox per node count.
+
+    python -m bench.benchmark [--nodes 100,1000] [--pods 500] [--rate 50] [--out bench/results]
+                              [--big-burst 5000] [--profile]
+
+For each node count it starts a sandbox (kwok nodes with skewed load profiles, simulated metrics for all)
+and runs, one after another and each in a namespace of its own that is deleted before the next run:
+
+- promsched: `promsched run` with one SchedulingPolicy of the five built-in plugins;
+- kube-scheduler of the sandbox's Kubernetes release, at its default client QPS/burst (50/100) and raised
+  (1000/2000);
+- the null binder (`bench/nullbinder.py`): promsched's client stack binding round-robin, no filtering or
+  scoring: the API server's limit on this machine.
+
+Each of them gets the same pods at a fixed arrival rate and as a burst. It measures throughput, latency
+from creation to binding, Prometheus queries per pod, the scheduler's CPU and peak RSS, the API server's
+CPU per binding, and the spread of node utilisation (the load profile plus the placed pods' requests).
+Results go to OUT/results.json, OUT/results.md and OUT/*.png (with matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from bench import reporting
+from bench.kubeapi import cpu_seconds, peak_rss_mb, watch, watch_session
+from promsched.api.crds import render_crd_yaml
+from promsched.kube.credentials import Credentials, from_kubeconfig
+from promsched.kube.requests import Request
+from promsched.kube.sending import ApiError, KubeClient
+from promsched.sandbox import launching
+from promsched.sandbox.clusters import Sandbox, SandboxError
+from promsched.sandbox.components import SANDBOX_RELEASE
+from promsched.sandbox.demoing import start_scheduler
+from promsched.sandbox.launching import Supervisor, free_port, wait_until
+from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.scheduling.resources import parse_quantity
+
+REPO = Path(__file__).resolve().parents[1]
+Report = Callable[[str], None]
+
+POD_CPU = "100m"
+POD_MEMORY = "128Mi"
+POD_IMAGE = "registry.k8s.io/pause:3.10"
+POLICY_NAME = "bench"
+CREATE_CONCURRENCY = 64
+MODES = ("rate", "burst")
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    label: str
+    kind: str  # promsched | kube-scheduler | null
+    qps: int = 0
+    burst: int = 0
+
+    @property
+    def scheduler_name(self) -> str:
+        return f"bench-{self.key}"
+
+    @property
+    def process(self) -> str:
+        return f"bench-{self.key}"
+
+
+VARIANTS = (
+    Variant("promsched", "promsched", "promsched"),
+    Variant("ks-default", "kube-scheduler (QPS 50/100)", "kube-scheduler", 50, 100),
+    Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
+    Variant("null", "null binder", "null"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    node_counts: tuple[int, ...]
+    pods: int
+    rate: float
+    modes: tuple[str, ...]
+    variants: tuple[Variant, ...]
+    out: Path
+    refresh: str
+    history: float
+    big_burst: int
+    profile: bool
+    seed: int
+    workdir: Path | None
+
+
+# ----- load profiles and decision quality ---------------------------------------------------------------
+
+
+def skewed_profiles(names: list[str], seed: int) -> dict[str, dict[str, float]]:
+    """Right-skewed loads: most nodes lightly or moderately loaded, a long tail of hot ones."""
+    rng = random.Random(seed)
+    profiles = {}
+    for name in names:
+        profiles[name] = {
+            "cpu": round(5 + 90 * rng.betavariate(1.3, 2.6), 1),
+            "memory": round(10 + 80 * rng.betavariate(1.5, 2.5), 1),
+            "diskBusy": round(2 + 60 * rng.betavariate(1.2, 4.0), 1),
+            "diskUsed": round(20 + 70 * rng.random(), 1),
+            "network": float(round(1e5 * 10 ** (2.6 * rng.random()))),
+        }
+    return profiles
+
+
+def _allocatable() -> tuple[int, int]:
+    """The sandbox nodes' allocatable CPU (millicores) and memory (bytes), as `up` creates them."""
+    manifest: Any = launching.node_manifest("node-0", 0, NodeSetup(LoadProfile()))
+    allocatable = manifest["status"]["allocatable"]
+    return (
+        parse_quantity(allocatable["cpu"], "cpu", milli=True),
+        parse_quantity(allocatable["memory"], "memory"),
+    )
+
+
+def utilisation_spread(profiles: dict[str, dict[str, float]], placements: dict[str, str]) -> dict[str, float]:
+    """Standard deviation and maximum over nodes of CPU and memory utilisation (percent): each node's
+    profile plus the requests of the pods placed on it."""
+    milli_cpu, memory = _allocatable()
+    pod_cpu = parse_quantity(POD_CPU, "cpu", milli=True)
+    pod_memory = parse_quantity(POD_MEMORY, "memory")
+    count = dict.fromkeys(profiles, 0)
+    for node in placements.values():
+        count[node] = count.get(node, 0) + 1
+    cpu = [profiles[n]["cpu"] + 100.0 * count[n] * pod_cpu / milli_cpu for n in profiles]
+    mem = [profiles[n]["memory"] + 100.0 * count[n] * pod_memory / memory for n in profiles]
+    return {
+        "cpu_std": statistics.pstdev(cpu),
+        "cpu_max": max(cpu),
+        "memory_std": statistics.pstdev(mem),
+        "memory_max": max(mem),
+        "max_pods_per_node": float(max(count.values(), default=0)),
+    }
+
+
+# ----- measuring one run --------------------------------------------------------------------------------
+
+
+@dataclass
+class PodTimes:
+    created: dict[str, float] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    node: dict[str, str] = field(default_factory=dict)
+    failed_creates: int = 0
+    started: float = 0.0
+
+    def latencies(self) -> list[float]:
+        """Seconds from creation to binding: creation is when the POST returned or the watch first saw the
+        pod, whichever came first; binding is when the watch first saw spec.nodeName."""
+        values = []
+        for name, bound in self.bound.items():
+            created = min(self.created.get(name, math.inf), self.first_seen.get(name, math.inf))
+            if math.isfinite(created):
+                values.append(max(0.0, bound - created))
+        return sorted(values)
+
+
+def pod_manifest(namespace: str, name: str, scheduler_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "promsched-bench"}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": POD_IMAGE,
+                    "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}},
+                }
+            ],
+        },
+    }
+
+
+async def _follow(
+    session: Any,
+    namespace: str,
+    version: str,
+    times: PodTimes,
+    connected: asyncio.Event,
+    done: Callable[[], None],
+) -> None:
+    params = {"resourceVersion": version}
+    async for kind, pod in watch(session, f"/api/v1/namespaces/{namespace}/pods", params, connected):
+        if kind == "DELETED":
+            continue
+        now = time.monotonic()
+        name = pod["metadata"]["name"]
+        times.first_seen.setdefault(name, now)
+        node = pod["spec"].get("nodeName")
+        if node and name not in times.bound:
+            times.bound[name] = now
+            times.node[name] = node
+            done()
+
+
+async def _create(
+    client: KubeClient, namespace: str, name: str, scheduler_name: str, times: PodTimes
+) -> None:
+    request = Request(
+        "POST", f"/api/v1/namespaces/{namespace}/pods", pod_manifest(namespace, name, scheduler_name)
+    )
+    for attempt in range(6):
+        try:
+            await client.send(request)
+        except ApiError as error:
+            if error.status == 409:  # a retried POST that had gone through
+                break
+            if error.status not in (429, 500, 503, 504) or attempt == 5:
+                times.failed_creates += 1
+                return
+        except (OSError, TimeoutError):
+            if attempt == 5:
+                times.failed_creates += 1
+                return
+        else:
+            break
+        await asyncio.sleep(0.2 * 2**attempt)
+    times.created[name] = time.monotonic()
+
+
+async def drive(
+    credentials: Credentials,
+    namespace: str,
+    scheduler_name: str,
+    count: int,
+    rate: float | None,
+    bind_timeout: float,
+    at_start: Callable[[], None],
+    at_end: Callable[[], None],
+) -> PodTimes:
+    """Create `count` pods (at `rate` per second, or all at once) and wait until all are bound, at most
+    `bind_timeout` seconds after the last create."""
+    times = PodTimes()
+    all_bound = asyncio.Event()
+    connected = asyncio.Event()
+
+    def check_done() -> None:
+        if len(times.bound) >= count - times.failed_creates:
+            all_bound.set()
+
+    async with (
+        KubeClient(credentials, timeout=60, connections=CREATE_CONCURRENCY) as client,
+        watch_session(credentials) as session,
+    ):
+        listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
+        version = listing["metadata"]["resourceVersion"]
+        follower = asyncio.create_task(_follow(session, namespace, version, times, connected, check_done))
+        await asyncio.wait_for(connected.wait(), 30)
+        at_start()
+        times.started = time.monotonic()
+        names = [f"bench-{i:05d}" for i in range(count)]
+        if rate:
+            loop = asyncio.get_running_loop()
+            origin = loop.time()
+            tasks = []
+            for index, name in enumerate(names):
+                delay = origin + index / rate - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(_create(client, namespace, name, scheduler_name, times)))
+            await asyncio.gather(*tasks)
+        else:
+            slots = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+            async def limited(name: str) -> None:
+                async with slots:
+                    await _create(client, namespace, name, scheduler_name, times)
+
+            await asyncio.gather(*(limited(name) for name in names))
+        check_done()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_bound.wait(), bind_timeout)
+        at_end()
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await follower
+    return times
+
+
+# ----- namespaces ---------------------------------------------------------------------------------------
+
+
+async def _create_namespace(credentials: Credentials, namespace: str) -> None:
+    async with KubeClient(credentials) as client:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        await client.send(Request("POST", "/api/v1/namespaces", body))
+        # The ServiceAccount admission plugin rejects pods until the namespace's default account exists.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default"))
+                return
+            except ApiError as error:
+                if error.status != 404 or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.2)
+
+
+async def _delete_namespace(credentials: Credentials, namespace: str) -> None:
+    """Delete the namespace's pods at once (no grace), then the namespace; return once it is gone."""
+    async with KubeClient(credentials, timeout=300) as client:
+        with contextlib.suppress(ApiError):
+            await client.send(
+                Request("DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"})
+            )
+        with contextlib.suppress(ApiError):
+            await client.send(Request("DELETE", f"/api/v1/namespaces/{namespace}"))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                await client.send(Request("GET", f"/api/v1/namespaces/{namespace}"))
+            except ApiError as error:
+                if error.status == 404:
+                    return
+                raise
+            await asyncio.sleep(0.5)
+        raise SandboxError(f"namespace {namespace} was not deleted within 300 s")
+
+
+# ----- the schedulers -----------------------------------------------------------------------------------
+
+
+def _prometheus_queries(url: str) -> float:
+    """Prometheus's own count of instant queries it answered (GET and POST /api/v1/query)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _wait_quiet(pid: int, limit: float = 45.0, busy: float = 0.2) -> None:
+    """Wait until a freshly started scheduler has digested its initial listings: CPU use below `busy`
+    (share of one core) over two consecutive half-second windows, or `limit` seconds."""
+    deadline = time.monotonic() + limit
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        before = cpu_seconds(pid)
+        time.sleep(0.5)
+        quiet = quiet + 1 if cpu_seconds(pid) - before < busy * 0.5 else 0
+
+
+def _scheduler_env() -> dict[str, str]:
+    paths = [str(REPO), *(p or os.getcwd() for p in sys.path)]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
+
+
+def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> int:
+    """Start the variant's scheduler as a sandbox process; returns its pid once it is ready and settled."""
+    supervisor = Supervisor(sandbox.directory)
+    if variant.kind == "promsched":
+        start_scheduler(sandbox, lambda _line: None, name=variant.process)
+    elif variant.kind == "kube-scheduler":
+        kubeconfig = str(sandbox.kubeconfig)
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": kubeconfig, "qps": variant.qps, "burst": variant.burst},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": variant.scheduler_name}],
+        }
+        config_file = sandbox.directory / f"{variant.process}.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        port = free_port()
+        process = supervisor.spawn(
+            variant.process,
+            [
+                sandbox.binary("kube-scheduler"),
+                f"--config={config_file}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+            ],
+        )
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=5, context=context) as r:
+                return bool(r.status == 200)
+
+        wait_until(f"{variant.process} /readyz", ready, 120, process, supervisor)
+    else:
+        ready_file = sandbox.directory / f"{variant.process}.ready"
+        ready_file.unlink(missing_ok=True)
+        process = supervisor.spawn(
+            variant.process,
+            [
+                sys.executable,
+                "-m",
+                "bench.nullbinder",
+                f"--kubeconfig={sandbox.kubeconfig}",
+                f"--scheduler-name={variant.scheduler_name}",
+                "--concurrency=32",
+                f"--ready={ready_file}",
+            ],
+            env=_scheduler_env(),
+        )
+        wait_until(f"{variant.process} ready", ready_file.exists, 60, process, supervisor)
+    process_record = supervisor.get(variant.process)
+    if process_record is None:
+        raise SandboxError(f"{variant.process} has no pid file")
+    _wait_quiet(process_record.pid)
+    return process_record.pid
+
+
+def _apply_policy(sandbox: Sandbox, refresh: str) -> None:
+    sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
+    sandbox.kubectl(
+        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
+    )
+    policy = {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {
+            "schedulerName": VARIANTS[0].scheduler_name,
+            "prometheus": {"url": sandbox.prometheus_url, "timeout": "5s"},
+            "refreshInterval": refresh,
+            "staleAfter": "2m",
+            "plugins": [
+                {"name": "cpu", "weight": 4, "timeRange": "1m"},
+                {"name": "memory", "weight": 3, "timeRange": "0s"},
+                {"name": "diskIO", "weight": 2, "timeRange": "1m"},
+                {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
+                {"name": "network", "weight": 1, "timeRange": "1m"},
+            ],
+        },
+    }
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
+
+
+# ----- one run and one node count -----------------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    position = (len(values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+@dataclass
+class Counters:
+    scheduler_cpu: float = 0.0
+    apiserver_cpu: float = 0.0
+    queries: float = 0.0
+    at: float = 0.0
+
+
+def run_once(
+    sandbox: Sandbox,
+    credentials: Credentials,
+    variant: Variant,
+    mode: str,
+    pods: int,
+    settings: Settings,
+    profiles: dict[str, dict[str, float]],
+    report: Report,
+    profile_to: Path | None = None,
+) -> dict[str, Any]:
+    supervisor = Supervisor(sandbox.directory)
+    apiserver = supervisor.get("kube-apiserver")
+    assert apiserver is not None
+    namespace = f"bench-{variant.key}-{mode}-{pods}"
+    wall = time.monotonic()
+    asyncio.run(_create_namespace(credentials, namespace))
+    spy: subprocess.Popen[bytes] | None = None
+    try:
+        pid = start_variant(sandbox, variant, report)
+        start, end = Counters(), Counters()
+
+        def snapshot(into: Counters) -> None:
+            into.at = time.monotonic()
+            into.scheduler_cpu = cpu_seconds(pid)
+            into.apiserver_cpu = cpu_seconds(apiserver.pid)
+            into.queries = _prometheus_queries(sandbox.prometheus_url)
+
+        def at_start() -> None:
+            nonlocal spy
+            snapshot(start)
+            if profile_to is not None:
+                spy = subprocess.Popen(
+                    [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        f"--pid={pid}",
+                        "--rate=100",
+                        "--nolineno",
+                        "--format=raw",
+                        f"--output={profile_to}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+
+        timeout = 60 + pods * 0.2
+        times = asyncio.run(
+            drive(
+                credentials,
+                namespace,
+                variant.scheduler_name,
+                pods,
+                settings.rate if mode == "rate" else None,
+                timeout,
+                at_start,
+                lambda: snapshot(end),
+            )
+        )
+        rss = peak_rss_mb(pid)
+    finally:
+        supervisor.stop(variant.process)
+        if spy is not None:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(30)
+        asyncio.run(_delete_namespace(credentials, namespace))
+    latencies = times.latencies()
+    bound = len(times.bound)
+    last_bind = max(times.bound.values(), default=times.started)
+    span = last_bind - times.started
+    queries = max(0.0, end.queries - start.queries - 1)  # the reading at the start counts itself
+    result: dict[str, Any] = {
+        "variant": variant.key,
+        "label": variant.label,
+        "mode": mode,
+        "pods": pods,
+        "bound": bound,
+        "failed_creates": times.failed_creates,
+        "throughput": bound / span if span > 0 else math.nan,
+        "span_s": span,
+        "p50_ms": 1000 * _percentile(latencies, 0.50),
+        "p90_ms": 1000 * _percentile(latencies, 0.90),
+        "p99_ms": 1000 * _percentile(latencies, 0.99),
+        "max_ms": 1000 * latencies[-1] if latencies else math.nan,
+        "prometheus_queries": queries,
+        "queries_per_pod": queries / bound if bound else math.nan,
+        "scheduler_cpu_s": end.scheduler_cpu - start.scheduler_cpu,
+        "peak_rss_mb": rss,
+        "apiserver_cpu_s": end.apiserver_cpu - start.apiserver_cpu,
+        "apiserver_ms_per_bind": 1000 * (end.apiserver_cpu - start.apiserver_cpu) / bound
+        if bound
+        else math.nan,
+        "spread": utilisation_spread(profiles, times.node),
+        "latencies_s": [round(v, 5) for v in latencies],
+        "wall_s": time.monotonic() - wall,
+        "profiled": profile_to is not None,
+    }
+    report(
+        f"  {variant.label:32} {mode:5} {pods:5} pods: {bound} bound, {result['throughput']:.1f} pods/s, "
+        f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s, RSS {rss:.0f} MB, "
+        f"cpu spread {result['spread']['cpu_std']:.2f} ({result['wall_s']:.0f} s)"
+    )
+    return result
+
+
+def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
+    started = time.monotonic()
+    base = settings.workdir or Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix=f"promsched-bench-{nodes}-", dir=base))
+    names = [f"node-{i}" for i in range(nodes)]
+    profiles = skewed_profiles(names, settings.seed + nodes)
+    profiles_file = directory / "bench-profiles.yaml"
+    profiles_file.write_text(yaml.safe_dump({"nodes": profiles}, sort_keys=False))
+    runs: list[dict[str, Any]] = []
+    extra: list[dict[str, Any]] = []
+    profile_file: Path | None = None
+    try:
+        report(f"== {nodes} nodes: starting a sandbox in {directory}")
+        sandbox = launching.up(
+            directory, nodes=nodes, profiles_file=profiles_file, history=settings.history, report=report
+        )
+        up_seconds = time.monotonic() - started
+        credentials = from_kubeconfig(sandbox.kubeconfig)
+        _apply_policy(sandbox, settings.refresh)
+        for variant in settings.variants:
+            for mode in settings.modes:
+                runs.append(
+                    run_once(sandbox, credentials, variant, mode, settings.pods, settings, profiles, report)
+                )
+        if nodes <= 1000 and nodes == max(n for n in settings.node_counts if n <= 1000):
+            count = settings.big_burst or (settings.pods if settings.profile else 0)
+            if count:
+                profile_file = settings.out / f"profile-promsched-{nodes}.txt" if settings.profile else None
+                extra.append(
+                    run_once(
+                        sandbox,
+                        credentials,
+                        VARIANTS[0],
+                        "burst",
+                        count,
+                        settings,
+                        profiles,
+                        report,
+                        profile_file,
+                    )
+                )
+    finally:
+        report(f"== {nodes} nodes: stopping the sandbox")
+        launching.down(directory, lambda _line: None)
+        shutil.rmtree(directory, ignore_errors=True)
+    baseline = utilisation_spread(profiles, {})
+    return {
+        "nodes": nodes,
+        "runs": runs,
+        "extra_runs": extra,
+        "baseline_spread": baseline,
+        "sandbox_up_s": up_seconds,
+        "wall_s": time.monotonic() - started,
+        "profile_file": str(profile_file) if profile_file else None,
+    }
+
+
+# ----- entry point --------------------------------------------------------------------------------------
+
+
+def _parse_args(argv: list[str] | None) -> Settings:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument(
+        "--nodes",
+        default=os.environ.get("BENCH_NODES", "100,1000"),
+        help="comma-separated node counts (default $BENCH_NODES or 100,1000)",
+    )
+    parser.add_argument("--pods", type=int, default=500, help="pods per run (default 500)")
+    parser.add_argument("--rate", type=float, default=50.0, help="arrival rate of the rate runs, pods/s")
+    parser.add_argument("--modes", default=",".join(MODES), help="rate,burst")
+    parser.add_argument(
+        "--variants", default=",".join(v.key for v in VARIANTS), help="promsched,ks-default,ks-raised,null"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--refresh", default="15s", help="the policy's refreshInterval (default 15s)")
+    parser.add_argument("--history", type=float, default=300.0, help="seconds of backfilled metrics")
+    parser.add_argument(
+        "--big-burst",
+        type=int,
+        default=0,
+        help="also a promsched-only burst of this many pods at the largest node count <= 1000 (peak RSS)",
+    )
+    parser.add_argument("--profile", action="store_true", help="py-spy on that extra promsched burst")
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--workdir", type=Path, help="where the sandboxes go (default: the temp dir)")
+    args = parser.parse_args(argv)
+    known = {v.key: v for v in VARIANTS}
+    variants = tuple(known[key] for key in args.variants.split(",") if key)
+    modes = tuple(mode for mode in args.modes.split(",") if mode)
+    if set(modes) - set(MODES):
+        parser.error(f"--modes: use {', '.join(MODES)}")
+    return Settings(
+        node_counts=tuple(int(n) for n in args.nodes.split(",") if n),
+        pods=args.pods,
+        rate=args.rate,
+        modes=modes,
+        variants=variants,
+        out=args.out.resolve(),
+        refresh=args.refresh,
+        history=args.history,
+        big_burst=args.big_burst,
+        profile=args.profile,
+        seed=args.seed,
+        workdir=args.workdir,
+    )
+
+
+def _report(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = _parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "settings": {
+            **{k: v for k, v in asdict(settings).items() if k not in ("out", "variants", "workdir")},
+            "variants": [asdict(v) for v in settings.variants],
+            "pod_requests": {"cpu": POD_CPU, "memory": POD_MEMORY},
+        },
+        "kubernetes": SANDBOX_RELEASE,
+        "machine": _machine(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "node_counts": [],
+    }
+    for nodes in settings.node_counts:
+        results["node_counts"].append(bench_nodes(nodes, settings, _report))
+        results["wall_s"] = time.monotonic() - started
+        _write(results, settings.out)
+    results["wall_s"] = time.monotonic() - started
+    markdown = _write(results, settings.out)
+    print(markdown)
+    return 0
+
+
+def _write(results: dict[str, Any], out: Path) -> str:
+    results["targets"] = reporting.targets(results)
+    document = reporting.sanitize(results)
+    (out / "results.json").write_text(json.dumps(document, indent=1, default=_json_default, allow_nan=False))
+    markdown = reporting.markdown(results)
+    (out / "results.md").write_text(markdown)
+    for line in reporting.plots(results, out):
+        _report(line)
+    return markdown
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not serialisable: {value!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

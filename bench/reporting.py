@@ -1,0 +1,411 @@
+"""The benchmark's results as targets met or not, a markdown report, PNG plots and a profile summary."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+Run = dict[str, Any]
+
+LABELS = {
+    "promsched": "promsched",
+    "ks-default": "kube-scheduler (QPS 50/100)",
+    "ks-raised": "kube-scheduler (QPS 1000/2000)",
+    "null": "null binder",
+}
+KUBE_SCHEDULERS = ("ks-default", "ks-raised")
+QUERY_TARGET = 0.05
+RSS_TARGET_MB = 150.0
+RSS_TARGET_PODS = 5000
+
+
+def _find(results: dict[str, Any], nodes: int, variant: str, mode: str) -> Run | None:
+    for entry in results["node_counts"]:
+        if entry["nodes"] == nodes:
+            for run in entry["runs"]:
+                if run["variant"] == variant and run["mode"] == mode:
+                    found: Run = run
+                    return found
+    return None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _target(name: str, value: str, met: bool | None) -> dict[str, Any]:
+    return {
+        "target": name,
+        "value": value,
+        "status": "not measured" if met is None else ("met" if met else "NOT met"),
+    }
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of issue 8 with the measured value and whether it is met (None: not measured)."""
+    found: list[dict[str, Any]] = []
+    rate = results["settings"]["rate"]
+    ours, default, raised = (_find(results, 1000, key, "burst") for key in ("promsched", *KUBE_SCHEDULERS))
+    if ours and default:
+        found.append(
+            _target(
+                "1000 nodes: burst throughput >= kube-scheduler's at default QPS",
+                f"{ours['throughput']:.1f} vs {default['throughput']:.1f} pods/s",
+                ours["throughput"] >= default["throughput"],
+            )
+        )
+    else:
+        found.append(_target("1000 nodes: burst throughput >= kube-scheduler's at default QPS", "-", None))
+    if ours and raised:
+        found.append(
+            _target(
+                "1000 nodes: burst throughput >= half of kube-scheduler's with QPS raised",
+                f"{ours['throughput']:.1f} vs {raised['throughput'] / 2:.1f} pods/s (half of "
+                f"{raised['throughput']:.1f})",
+                ours["throughput"] >= raised["throughput"] / 2,
+            )
+        )
+    else:
+        found.append(_target("1000 nodes: burst throughput >= half of kube-scheduler's raised", "-", None))
+    paced = _find(results, 1000, "promsched", "rate")
+    name = "1000 nodes: p99 creation-to-bind < 1 s at 50 pods/s"
+    if paced and rate == 50:
+        found.append(_target(name, f"{paced['p99_ms']:.0f} ms", paced["p99_ms"] < 1000))
+    else:
+        found.append(_target(name, "-", None))
+    big = _find(results, 5000, "promsched", "burst")
+    name = "5000 nodes: burst throughput >= 80% of its own at 1000 nodes"
+    if big and ours:
+        share = big["throughput"] / ours["throughput"] if ours["throughput"] else math.nan
+        found.append(
+            _target(
+                name,
+                f"{big['throughput']:.1f} vs {ours['throughput']:.1f} pods/s ({100 * share:.0f}%)",
+                share >= 0.8,
+            )
+        )
+    else:
+        found.append(_target(name, "-", None))
+    ours_all = [(entry["nodes"], run) for entry, run in _all_runs(results) if run["variant"] == "promsched"]
+    if ours_all:
+        worst_nodes, worst = max(ours_all, key=lambda item: _nan_low(item[1]["queries_per_pod"]))
+        found.append(
+            _target(
+                f"<= {QUERY_TARGET} Prometheus queries per scheduled pod (every promsched run)",
+                f"worst {worst['queries_per_pod']:.4f} ({worst_nodes} nodes, {worst['mode']}, "
+                f"{worst['pods']} pods)",
+                all(
+                    _finite(r["queries_per_pod"]) and r["queries_per_pod"] <= QUERY_TARGET
+                    for _, r in ours_all
+                ),
+            )
+        )
+    rss_runs = [
+        run
+        for nodes, run in ours_all
+        if nodes == 1000 and run["pods"] >= RSS_TARGET_PODS and run["bound"] >= RSS_TARGET_PODS
+    ]
+    name = f"Peak RSS < {RSS_TARGET_MB:.0f} MB at 1000 nodes and {RSS_TARGET_PODS} pods"
+    if rss_runs:
+        rss = max(run["peak_rss_mb"] for run in rss_runs)
+        found.append(_target(name, f"{rss:.0f} MB", rss < RSS_TARGET_MB))
+    else:
+        found.append(_target(name, "-", None))
+    pairs = []
+    for entry in results["node_counts"]:
+        for mode in ("rate", "burst"):
+            mine = _find(results, entry["nodes"], "promsched", mode)
+            if mine is None:
+                continue
+            for key in KUBE_SCHEDULERS:
+                theirs = _find(results, entry["nodes"], key, mode)
+                if theirs is not None:
+                    pairs.append((entry["nodes"], mode, key, mine["spread"], theirs["spread"]))
+    if pairs:
+        lower = [
+            ours_spread["cpu_std"] < theirs_spread["cpu_std"]
+            and ours_spread["memory_std"] < theirs_spread["memory_std"]
+            for _, _, _, ours_spread, theirs_spread in pairs
+        ]
+        closest = max(pairs, key=lambda p: p[3]["cpu_std"] / p[4]["cpu_std"] if p[4]["cpu_std"] else math.inf)
+        found.append(
+            _target(
+                "Utilisation spread (std of CPU and memory) lower than kube-scheduler's in every row",
+                f"{sum(lower)}/{len(lower)} rows lower; closest: {closest[0]} nodes {closest[1]} vs "
+                f"{closest[2]}: CPU std {closest[3]['cpu_std']:.2f} vs {closest[4]['cpu_std']:.2f}",
+                all(lower),
+            )
+        )
+    return found
+
+
+def _nan_low(value: Any) -> float:
+    return float(value) if _finite(value) else -math.inf
+
+
+def _all_runs(results: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Run]]:
+    for entry in results["node_counts"]:
+        for run in [*entry["runs"], *entry.get("extra_runs", [])]:
+            yield entry, run
+
+
+# ----- markdown -----------------------------------------------------------------------------------------
+
+COLUMNS = (
+    ("Bound", "bound", "{:.0f}"),
+    ("Throughput (pods/s)", "throughput", "{:.1f}"),
+    ("p50 (ms)", "p50_ms", "{:.0f}"),
+    ("p90 (ms)", "p90_ms", "{:.0f}"),
+    ("p99 (ms)", "p99_ms", "{:.0f}"),
+    ("Prom queries/pod", "queries_per_pod", "{:.4f}"),
+    ("Sched CPU (s)", "scheduler_cpu_s", "{:.2f}"),
+    ("Peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
+    ("API server CPU/bind (ms)", "apiserver_ms_per_bind", "{:.2f}"),
+    ("CPU util std (%)", "spread.cpu_std", "{:.2f}"),
+    ("CPU util max (%)", "spread.cpu_max", "{:.1f}"),
+    ("Mem util std (%)", "spread.memory_std", "{:.2f}"),
+    ("Mem util max (%)", "spread.memory_max", "{:.1f}"),
+)
+# Ratios are shown for these columns only: the others are counts or zero for every other variant.
+RATIO_KEYS = {
+    "throughput",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "scheduler_cpu_s",
+    "peak_rss_mb",
+    "apiserver_ms_per_bind",
+    "spread.cpu_std",
+    "spread.cpu_max",
+    "spread.memory_std",
+    "spread.memory_max",
+}
+
+
+def _value(run: Run, key: str) -> Any:
+    value: Any = run
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _cell(run: Run, key: str, pattern: str) -> str:
+    value = _value(run, key)
+    return pattern.format(value) if _finite(value) else "-"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(runs: list[Run], ratios: list[tuple[str, Run, Run]]) -> list[str]:
+    header = ["Variant", "Mode", "Pods", *(title for title, _, _ in COLUMNS)]
+    lines = [_row(header), _row(["---"] * len(header))]
+    for run in runs:
+        mode = run["mode"] + (" (py-spy)" if run.get("profiled") else "")
+        lines.append(
+            _row([run["label"], mode, str(run["pods"]), *(_cell(run, key, fmt) for _, key, fmt in COLUMNS)])
+        )
+    for title, mine, theirs in ratios:
+        cells = []
+        for _, key, _fmt in COLUMNS:
+            a, b = _value(mine, key), _value(theirs, key)
+            cells.append(f"x{a / b:.2f}" if key in RATIO_KEYS and _finite(a) and _finite(b) and b else "")
+        lines.append(_row([f"*{title}*", mine["mode"], "", *cells]))
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    settings = results["settings"]
+    machine = results["machine"]
+    lines = [
+        "# promsched benchmark",
+        "",
+        f"Run {results['started']} on {machine['cpus']} CPU(s) ({machine['cpu_model']}), Python "
+        f"{machine['python']}, Kubernetes {results['kubernetes']}; total wall time "
+        f"{results.get('wall_s', 0) / 60:.1f} min.",
+        "",
+        f"Each run: {settings['pods']} pods (requests cpu {settings['pod_requests']['cpu']}, memory "
+        f"{settings['pod_requests']['memory']}), created at {settings['rate']:g} pods/s (`rate`) or all at "
+        f"once with 64 creates in flight (`burst`), in a fresh namespace on empty nodes, with a freshly "
+        f"started scheduler. Throughput = pods bound / (last binding seen - first create sent). Latency = "
+        f"binding seen on a watch - creation (POST returned or pod first seen, whichever first). promsched's "
+        f"policy: the "
+        f"five built-in plugins, refreshInterval {settings['refresh']} (Prometheus queries are counted from "
+        f'Prometheus\'s own `prometheus_http_requests_total{{handler="/api/v1/query"}}`). CPU and peak RSS: '
+        f"/proc of the scheduler process (CPU over the run, RSS = VmHWM since its start); API server CPU per "
+        f"binding = kube-apiserver CPU over the run (creates, bindings, events, watches, kwok's pod status "
+        f"updates) / pods bound. Utilisation = node's simulated load profile + placed pods' requests / "
+        f"allocatable (3900m, 15Gi); std and max over all nodes.",
+        "",
+    ]
+    for entry in results["node_counts"]:
+        nodes = entry["nodes"]
+        runs = entry["runs"]
+        lines += [
+            f"## {nodes} nodes",
+            "",
+            f"Sandbox start-up {entry.get('sandbox_up_s', 0):.0f} s; this node count took "
+            f"{entry.get('wall_s', 0) / 60:.1f} min.",
+            "",
+        ]
+        ratios = []
+        for mode in ("rate", "burst"):
+            mine = _find(results, nodes, "promsched", mode)
+            if mine is None:
+                continue
+            for key in ("ks-default", "ks-raised", "null"):
+                theirs = _find(results, nodes, key, mode)
+                if theirs is not None:
+                    ratios.append((f"promsched / {LABELS[key]}", mine, theirs))
+        lines += _table(runs, ratios)
+        base = entry["baseline_spread"]
+        lines += [
+            "",
+            f"Load profiles alone (no pods): CPU util std {base['cpu_std']:.2f}, max {base['cpu_max']:.1f}; "
+            f"memory util std {base['memory_std']:.2f}, max {base['memory_max']:.1f}.",
+            "",
+        ]
+        if entry.get("extra_runs"):
+            lines += ["Extra promsched runs (not in the ratios):", ""]
+            lines += _table(entry["extra_runs"], [])
+            lines.append("")
+    lines += ["## Targets", "", _row(["Target", "Measured", "Status"]), _row(["---"] * 3)]
+    for target in results.get("targets", []):
+        lines.append(_row([target["target"], target["value"], f"**{target['status']}**"]))
+    lines.append("")
+    for entry in results["node_counts"]:
+        profile = entry.get("profile_file")
+        if profile and Path(profile).exists():
+            lines += [f"## Profile: promsched, {entry['nodes']} nodes, burst (py-spy, 100 Hz)", ""]
+            lines += profile_summary(Path(profile))
+            lines.append("")
+    return "\n".join(lines)
+
+
+# ----- py-spy profile -----------------------------------------------------------------------------------
+
+
+def _short(frame: str) -> str:
+    """`function (path/to/module.py)` with the path cut to the package."""
+    name, _, where = frame.partition(" (")
+    where = where.rstrip(")")
+    for marker in ("site-packages/", "/operator/", "/lib/python3.11/"):
+        if marker in where:
+            where = where.split(marker, 1)[1]
+            break
+    return f"{name} ({where})" if where else name
+
+
+def profile_summary(path: Path, top: int = 25) -> list[str]:
+    """The functions with the most samples: on the stack (inclusive) and on top (self)."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_short(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    if not total:
+        return ["(no samples)"]
+    lines = [f"{total} samples of the busy thread(s).", "", "Inclusive (on the stack):", ""]
+    lines += ["| % | Function |", "| ---: | --- |"]
+    lines += [f"| {100 * n / total:.1f} | `{name}` |" for name, n in inclusive.most_common(top)]
+    lines += ["", "Self (on top of the stack):", "", "| % | Function |", "| ---: | --- |"]
+    lines += [f"| {100 * n / total:.1f} | `{name}` |" for name, n in own.most_common(top)]
+    return lines
+
+
+# ----- plots --------------------------------------------------------------------------------------------
+
+
+def plots(results: dict[str, Any], out: Path) -> list[str]:
+    """PNG plots per node count; returns what it did (or why not) as lines to print."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ["matplotlib is not installed (pip install -e '.[bench]'): no plots"]
+    written = []
+    for entry in results["node_counts"]:
+        nodes = entry["nodes"]
+        runs = entry["runs"]
+        if not runs:
+            continue
+        figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+        for axis, mode in zip(axes, ("rate", "burst"), strict=True):
+            for run in (r for r in runs if r["mode"] == mode):
+                values = run["latencies_s"]
+                if values:
+                    fractions = [(i + 1) / len(values) for i in range(len(values))]
+                    axis.plot([1000 * v for v in values], fractions, label=run["label"])
+            axis.set_xscale("log")
+            axis.set_xlabel("creation to binding (ms)")
+            axis.set_title(f"{nodes} nodes, {mode}")
+            axis.grid(True, which="both", alpha=0.3)
+        axes[0].set_ylabel("fraction of pods")
+        axes[0].legend(fontsize=8)
+        figure.tight_layout()
+        path = out / f"latency-cdf-{nodes}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+
+        variants = list(dict.fromkeys(run["variant"] for run in runs))
+        labels = [LABELS.get(v, v) for v in variants]
+        figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        width = 0.38
+        for offset, mode in ((-width / 2, "rate"), (width / 2, "burst")):
+            picked = [_find(results, nodes, v, mode) for v in variants]
+            axes[0].bar(
+                [i + offset for i in range(len(variants))],
+                [run["throughput"] if run else 0 for run in picked],
+                width,
+                label=mode,
+            )
+            axes[1].bar(
+                [i + offset for i in range(len(variants))],
+                [run["spread"]["cpu_std"] if run else 0 for run in picked],
+                width,
+                label=mode,
+            )
+        axes[1].axhline(
+            entry["baseline_spread"]["cpu_std"], color="grey", linestyle="--", label="profiles alone"
+        )
+        for axis, title in zip(
+            axes, ("throughput (pods bound/s)", "CPU utilisation std over nodes (%)"), strict=True
+        ):
+            axis.set_xticks(range(len(variants)), labels, rotation=12, fontsize=8)
+            axis.set_title(f"{nodes} nodes: {title}")
+            axis.legend(fontsize=8)
+            axis.grid(True, axis="y", alpha=0.3)
+        figure.tight_layout()
+        path = out / f"throughput-spread-{nodes}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+    return [f"wrote {path}" for path in written]
+
+
+def sanitize(value: Any) -> Any:
+    """NaN and infinities as null, so results.json is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: sanitize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [sanitize(v) for v in value]
+    return value
