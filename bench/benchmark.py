@@ -373,6 +373,10 @@ def _wait_quiet(pid: int, limit: float = 45.0, busy: float = 0.2) -> None:
         quiet = quiet + 1 if cpu_seconds(pid) - before < busy * 0.5 else 0
 
 
+def _load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
 def _scheduler_env() -> dict[str, str]:
     paths = [str(REPO), *(p or os.getcwd() for p in sys.path)]
     return dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
@@ -501,10 +505,12 @@ def run_once(
     assert apiserver is not None
     namespace = f"bench-{variant.key}-{mode}-{pods}"
     wall = time.monotonic()
+    load = _load_average()
     asyncio.run(_create_namespace(credentials, namespace))
     spy: subprocess.Popen[bytes] | None = None
     try:
         pid = start_variant(sandbox, variant, report)
+        start_s = time.monotonic() - wall
         start, end = Counters(), Counters()
 
         def snapshot(into: Counters) -> None:
@@ -545,7 +551,9 @@ def run_once(
             )
         )
         rss = peak_rss_mb(pid)
+        measured_s = time.monotonic() - wall - start_s
     finally:
+        cleanup = time.monotonic()
         supervisor.stop(variant.process)
         if spy is not None:
             try:
@@ -554,11 +562,13 @@ def run_once(
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
         asyncio.run(_delete_namespace(credentials, namespace))
+        cleanup_s = time.monotonic() - cleanup
     latencies = times.latencies()
     bound = len(times.bound)
     last_bind = max(times.bound.values(), default=times.started)
     span = last_bind - times.started
-    queries = max(0.0, end.queries - start.queries - 1)  # the reading at the start counts itself
+    # Reading Prometheus's /metrics is not a query: the delta is the scheduler's queries alone.
+    queries = max(0.0, end.queries - start.queries)
     result: dict[str, Any] = {
         "variant": variant.key,
         "label": variant.label,
@@ -583,12 +593,17 @@ def run_once(
         "spread": utilisation_spread(profiles, times.node),
         "latencies_s": [round(v, 5) for v in latencies],
         "wall_s": time.monotonic() - wall,
+        "start_s": start_s,
+        "measured_s": measured_s,
+        "cleanup_s": cleanup_s,
+        "load_average_1m": load,
         "profiled": profile_to is not None,
     }
     report(
         f"  {variant.label:32} {mode:5} {pods:5} pods: {bound} bound, {result['throughput']:.1f} pods/s, "
         f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s, RSS {rss:.0f} MB, "
-        f"cpu spread {result['spread']['cpu_std']:.2f} ({result['wall_s']:.0f} s)"
+        f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.0f} s, "
+        f"cleanup {cleanup_s:.0f} s; load {load:.1f})"
     )
     return result
 
@@ -638,6 +653,11 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
     finally:
         report(f"== {nodes} nodes: stopping the sandbox")
         launching.down(directory, lambda _line: None)
+        logs = settings.out / f"logs-{nodes}"
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        for log in (directory / "logs").glob("bench-*.log"):
+            shutil.copy(log, logs / log.name)
         shutil.rmtree(directory, ignore_errors=True)
     baseline = utilisation_spread(profiles, {})
     return {
@@ -738,21 +758,22 @@ def main(argv: list[str] | None = None) -> int:
     for nodes in settings.node_counts:
         results["node_counts"].append(bench_nodes(nodes, settings, _report))
         results["wall_s"] = time.monotonic() - started
-        _write(results, settings.out)
+        _write(results, settings.out, plots=False)
     results["wall_s"] = time.monotonic() - started
-    markdown = _write(results, settings.out)
+    markdown = _write(results, settings.out, plots=True)
     print(markdown)
     return 0
 
 
-def _write(results: dict[str, Any], out: Path) -> str:
+def _write(results: dict[str, Any], out: Path, plots: bool) -> str:
     results["targets"] = reporting.targets(results)
     document = reporting.sanitize(results)
     (out / "results.json").write_text(json.dumps(document, indent=1, default=_json_default, allow_nan=False))
     markdown = reporting.markdown(results)
     (out / "results.md").write_text(markdown)
-    for line in reporting.plots(results, out):
-        _report(line)
+    if plots:
+        for line in reporting.plots(results, out):
+            _report(line)
     return markdown
 
 

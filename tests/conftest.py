@@ -12,11 +12,24 @@ from pathlib import Path
 
 import pytest
 
+from promsched.api.crds import render_crd_yaml
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox
+from support.clusters import Cluster, Operator
+from support.polling import eventually
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SANDBOX_NODES = 6
+# Tiers run cheapest first; the fault tier last, since it stops and restarts shared components.
+TIER_ORDER = ("unit", "integration", "e2e", "faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def tier(item: pytest.Item) -> int:
+        parts = item.path.relative_to(Path(__file__).parent).parts
+        return TIER_ORDER.index(parts[0]) if parts[0] in TIER_ORDER else len(TIER_ORDER)
+
+    items.sort(key=tier)
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +44,36 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         yield started
     finally:
         launching.down(directory)
+
+
+# Per module: an operator left running would also write the status of other tiers' policies.
+@pytest.fixture(scope="module")
+def operator(sandbox: Sandbox) -> Iterator[Operator]:
+    sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd_yaml())
+    sandbox.kubectl(
+        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
+    )
+    running = Operator(sandbox).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def cluster(sandbox: Sandbox, operator: Operator) -> Iterator[Cluster]:
+    helper = Cluster(sandbox)
+    sandbox.kubectl("create", "namespace", helper.namespace)
+    eventually(
+        lambda: (
+            sandbox.kubectl(
+                "get", "serviceaccount", "default", "-n", helper.namespace, check=False
+            ).returncode
+        ),
+        lambda code: code == 0,
+        what="the namespace's default ServiceAccount",
+    )
+    try:
+        yield helper
+    finally:
+        helper.cleanup()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,8 +48,6 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.schedulers import DECISION_ANNOTATION, TOP_NODES, Sender
 
-logger = logging.getLogger(__name__)
-
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 LIST_PAGE_SIZE = 500
 # Pods that take room on a node: bound and not finished (the cache ignores the others anyway).
@@ -82,7 +79,7 @@ def format_value(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def columns(rows: Sequence[Sequence[str]]) -> str:
+def aligned_columns(rows: Sequence[Sequence[str]]) -> str:
     """Rows as left-aligned columns two spaces apart, without trailing blanks."""
     widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
     return "\n".join(
@@ -120,7 +117,7 @@ def ranking_table(
                 f"{node.total:.1f}",
             ]
         )
-    return columns(rows)
+    return aligned_columns(rows)
 
 
 def _plugin_cell(plugin: PluginScore) -> str:
