@@ -153,6 +153,7 @@ def _run(args: argparse.Namespace) -> int:
             allowed_prometheus_hosts=frozenset(h for h in hosts.split(",") if h)
             if hosts is not None
             else None,
+            watch_inactivity_timeout=args.watch_inactivity_timeout,
         )
     )
     return 0
@@ -173,6 +174,12 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--allowed-prometheus-hosts",
         default=env("PROMSCHED_ALLOWED_PROMETHEUS_HOSTS"),
         help="comma-separated hosts a policy may point at (default: any)",
+    )
+    run.add_argument(
+        "--watch-inactivity-timeout",
+        type=float,
+        default=70.0,
+        help="seconds of silence (no event, no bookmark) after which a watch is re-opened (default 70)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

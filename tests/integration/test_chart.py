@@ -128,6 +128,7 @@ def _everything(secrets_namespace: str, scheduling_namespace: str, prometheus_ur
             "secretRefs": [{"namespace": secrets_namespace, "name": "prometheus-token"}],
         },
         "podDisruptionBudget": {"minAvailable": 1},
+        "grafanaDashboard": {"enabled": True},
         "networkPolicy": {
             "enabled": True,
             "metricsFrom": [{"namespaceSelector": {"matchLabels": {"monitoring": "true"}}}],
@@ -212,7 +213,13 @@ def test_the_rendered_chart_passes_a_server_side_dry_run_as_pod_security_restric
     assert len(result.stdout.splitlines()) == len(documents), result.stdout
     rendered = {doc["kind"] for doc in documents}
     if variant == "everything":
-        assert rendered >= RBAC_KINDS | {"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"}
+        assert rendered >= RBAC_KINDS | {
+            "Deployment",
+            "Service",
+            "PodDisruptionBudget",
+            "NetworkPolicy",
+            "ConfigMap",
+        }
         assert {"SchedulingPolicy", "CustomResourceDefinition", "Pod"} <= rendered
 
 

@@ -36,7 +36,7 @@ class ApiError(Exception):
 class KubeClient:
     """One aiohttp session to one API server. Use as an async context manager."""
 
-    def __init__(self, credentials: Credentials, timeout: float = 30.0, connections: int = 32) -> None:
+    def __init__(self, credentials: Credentials, timeout: float = 15.0, connections: int = 32) -> None:
         self.credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._connections = connections

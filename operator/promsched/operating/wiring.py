@@ -46,6 +46,8 @@ class RunOptions:
     lease_namespace: str = "default"
     lease_name: str = "promsched"
     allowed_prometheus_hosts: frozenset[str] | None = None
+    # A watch stream that delivers nothing (not even a bookmark) for this long is dropped and re-opened.
+    watch_inactivity_timeout: float = 70.0
 
 
 @dataclass
@@ -89,6 +91,7 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
     settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
+    settings.watching.inactivity_timeout = runtime.options.watch_inactivity_timeout
     settings.networking.request_timeout = 60
     # Kopf would post its handler logs as Kubernetes events on every pod; the scheduler posts its own.
     settings.posting.enabled = False

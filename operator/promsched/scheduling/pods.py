@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from promsched.scheduling.affinity_terms import NO_POD_AFFINITY, PodAffinity, parse_pod_affinity
 from promsched.scheduling.resources import (
     INT64_MAX,
     ZERO_RESOURCES,
@@ -21,9 +22,10 @@ from promsched.scheduling.resources import (
     object_field,
     pod_requests,
 )
+from promsched.scheduling.spread_constraints import SpreadConstraint, parse_spread_constraints
 
 if TYPE_CHECKING:
-    from promsched.scheduling.nodes import Taint
+    from promsched.scheduling.nodes import NodeInfo, Taint
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -35,6 +37,17 @@ NODE_NAME_FIELD: Final = "metadata.name"
 REQUIRED_NODE_AFFINITY_PATH: Final = (
     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 )
+PREFERRED_NODE_AFFINITY_PATH: Final = (
+    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+)
+# Only these taint effects keep pods off a node; PreferNoSchedule weighs in scoring.
+NO_SCHEDULE: Final = "NoSchedule"
+NO_EXECUTE: Final = "NoExecute"
+FILTERING_EFFECTS: Final = frozenset({NO_SCHEDULE, NO_EXECUTE})
+PREEMPT_NEVER: Final = "Never"
+# Inline volumes that kube-scheduler's VolumeRestrictions plugin checks for conflicting mounts on a node;
+# promsched does not track those mounts, so it refuses pods that use them.
+CONFLICT_CHECKED_VOLUMES: Final = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
 
 _LABEL_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_OPERATORS: Final = ("In", "NotIn")
@@ -116,10 +129,34 @@ class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
+    @property
+    def is_empty(self) -> bool:
+        """No requirement: kube lets such a term select nothing rather than everything."""
+        return not self.match_expressions and not self.match_fields
+
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         return all(
             requirement.admits(labels.get(requirement.key)) for requirement in self.match_expressions
         ) and all(requirement.admits(node_name) for requirement in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """One preferredDuringSchedulingIgnoredDuringExecution entry of node affinity."""
+
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """A PersistentVolumeClaim one of the pod's volumes uses. `path` names the volume's field; an
+    ephemeral volume's claim is created for the pod by the ephemeral volume controller, named
+    ``<pod>-<volume>``."""
+
+    path: str
+    name: str
+    ephemeral: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +200,16 @@ class PodInfo:
     deletion_timestamp: bool = False  # whether metadata.deletionTimestamp is set
     scheduling_gated: bool = False  # whether spec.schedulingGates is non-empty
     requests: Resources = ZERO_RESOURCES
+    labels: Mapping[str, str] = field(default_factory=_empty_labels)
     node_selector: Mapping[str, str] = field(default_factory=_empty_labels)
     required_affinity: NodeSelector | None = None  # None: the pod has no required node affinity
+    preferred_affinity: tuple[PreferredTerm, ...] = ()
+    pod_affinity: PodAffinity = NO_POD_AFFINITY
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     host_ports: frozenset[HostPort] = frozenset()
+    claims: tuple[PodClaim, ...] = ()
+    preemption_policy: str = ""  # "Never": the pod may not preempt others (kube's default preempts)
     unsupported: tuple[str, ...] = ()
     key: str = field(init=False)
 
@@ -179,6 +222,22 @@ class PodInfo:
 
     def tolerates(self, taint: Taint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
+
+    def untolerated_filtering_taint(self, node: NodeInfo) -> Taint | None:
+        """The node's first NoSchedule or NoExecute taint this pod does not tolerate."""
+        for taint in node.taints:
+            if taint.effect in FILTERING_EFFECTS and not self.tolerates(taint):
+                return taint
+        return None
+
+    def selects_node(self, node: NodeInfo) -> bool:
+        """Whether the node matches spec.nodeSelector and required node affinity (kube's
+        RequiredNodeAffinity, shared by the NodeAffinity filter and topology spreading)."""
+        labels = node.labels
+        for key, value in self.node_selector.items():
+            if labels.get(key) != value:
+                return False
+        return self.required_affinity is None or self.required_affinity.matches(node.name, labels)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -193,9 +252,13 @@ class PodInfo:
         metadata = object_field(obj.get("metadata"), "metadata")
         spec = object_field(obj.get("spec"), "spec")
         status = object_field(obj.get("status"), "status")
+        namespace = metadata.get("namespace") or "default"
+        name = metadata.get("name") or ""
+        labels = _string_map(metadata.get("labels"), "metadata.labels")
+        affinity = object_field(spec.get("affinity"), "spec.affinity")
         return cls(
-            namespace=metadata.get("namespace") or "default",
-            name=metadata.get("name") or "",
+            namespace=namespace,
+            name=name,
             uid=metadata.get("uid") or "",
             scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
             node_name=spec.get("nodeName") or "",
@@ -206,13 +269,19 @@ class PodInfo:
             deletion_timestamp=metadata.get("deletionTimestamp") is not None,
             scheduling_gated=bool(spec.get("schedulingGates")),
             requests=pod_requests(spec),
+            labels=MappingProxyType(labels),
             node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
-            required_affinity=_required_affinity(spec),
+            required_affinity=_required_affinity(affinity),
+            preferred_affinity=_preferred_affinity(affinity),
+            pod_affinity=parse_pod_affinity(affinity, namespace),
+            spread_constraints=parse_spread_constraints(spec, labels),
             tolerations=tuple(
                 _toleration(toleration)
                 for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
             ),
             host_ports=frozenset(_host_ports(spec)),
+            claims=tuple(_claims(spec, name)),
+            preemption_policy=spec.get("preemptionPolicy") or "",
             unsupported=_unsupported(spec),
         )
 
@@ -242,22 +311,36 @@ def _toleration(toleration: Mapping[str, Any]) -> Toleration:
     )
 
 
-def _required_affinity(spec: Mapping[str, Any]) -> NodeSelector | None:
-    affinity = object_field(spec.get("affinity"), "spec.affinity")
+def _required_affinity(affinity: Mapping[str, Any]) -> NodeSelector | None:
     node_affinity = object_field(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return None
     path = f"{REQUIRED_NODE_AFFINITY_PATH}.nodeSelectorTerms"
     raw_terms = list_field(object_field(required, REQUIRED_NODE_AFFINITY_PATH).get("nodeSelectorTerms"), path)
-    terms = tuple(_term(term, f"{path}[{index}]") for index, term in enumerate(raw_terms))
+    terms = tuple(parse_node_selector_term(term, f"{path}[{index}]") for index, term in enumerate(raw_terms))
     return NodeSelector(
-        terms=tuple(term for term in terms if term.match_expressions or term.match_fields),
+        terms=tuple(term for term in terms if not term.is_empty),
         node_names=_node_names(terms) if terms else None,
     )
 
 
-def _term(term: Mapping[str, Any], path: str) -> NodeSelectorTerm:
+def _preferred_affinity(affinity: Mapping[str, Any]) -> tuple[PreferredTerm, ...]:
+    node_affinity = object_field(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    preferred = []
+    entries = list_field(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), PREFERRED_NODE_AFFINITY_PATH)
+    for index, entry in enumerate(entries):
+        path = f"{PREFERRED_NODE_AFFINITY_PATH}[{index}]"
+        weight = _integer(entry.get("weight"), f"{path}.weight")
+        term = parse_node_selector_term(object_field(entry.get("preference"), f"{path}.preference"), f"{path}.preference")
+        # As kube's PreferredSchedulingTerms: a zero weight or an empty term adds nothing to any node.
+        if weight and not term.is_empty:
+            preferred.append(PreferredTerm(weight, term))
+    return tuple(preferred)
+
+
+def parse_node_selector_term(term: Mapping[str, Any], path: str) -> NodeSelectorTerm:
+    """A nodeSelectorTerm at `path`, compiled; raises FieldError naming a malformed requirement."""
     expressions = list_field(term.get("matchExpressions"), f"{path}.matchExpressions")
     fields = list_field(term.get("matchFields"), f"{path}.matchFields")
     return NodeSelectorTerm(
@@ -333,19 +416,25 @@ def _host_ports(spec: Mapping[str, Any]) -> Iterator[HostPort]:
                 )
 
 
-def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The fields kube-scheduler would honour and promsched cannot yet: inter-pod (anti-)affinity,
-    topology spread, and volumes or claims that need binding or allocation before the pod can start."""
-    affinity = object_field(spec.get("affinity"), "spec.affinity")
-    fields = [f"spec.affinity.{kind}" for kind in ("podAffinity", "podAntiAffinity") if affinity.get(kind)]
-    if spec.get("topologySpreadConstraints"):
-        fields.append("spec.topologySpreadConstraints")
+def _claims(spec: Mapping[str, Any], pod_name: str) -> Iterator[PodClaim]:
     for index, volume in enumerate(list_field(spec.get("volumes"), "spec.volumes")):
-        fields.extend(
-            f"spec.volumes[{index}].{source}"
-            for source in ("persistentVolumeClaim", "ephemeral")
-            if volume.get(source)
-        )
+        path = f"spec.volumes[{index}]"
+        if volume.get("persistentVolumeClaim") is not None:
+            source = object_field(volume["persistentVolumeClaim"], f"{path}.persistentVolumeClaim")
+            yield PodClaim(f"{path}.persistentVolumeClaim", source.get("claimName") or "")
+        elif volume.get("ephemeral") is not None:
+            yield PodClaim(f"{path}.ephemeral", f"{pod_name}-{volume.get('name') or ''}", ephemeral=True)
+
+
+def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields kube-scheduler would honour and promsched cannot yet: resource claims (dynamic
+    resource allocation) and inline disks whose conflicting mounts kube checks per node."""
+    fields = [
+        f"spec.volumes[{index}].{source}"
+        for index, volume in enumerate(list_field(spec.get("volumes"), "spec.volumes"))
+        for source in CONFLICT_CHECKED_VOLUMES
+        if volume.get(source)
+    ]
     if spec.get("resourceClaims"):
         fields.append("spec.resourceClaims")
     return tuple(fields)

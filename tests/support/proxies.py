@@ -1,0 +1,64 @@
+"""A TCP proxy that can freeze its open connections without closing them: a watch that stalls silently."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+from promsched.sandbox.launching import free_port
+
+
+class StallingProxy:
+    """Relays 127.0.0.1:port to `upstream`. After `stall()`, connections open at that moment stop
+    relaying (their sockets stay open, as a dead NAT or a hung load balancer leaves them); new ones work."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = free_port()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._generation = 0
+        self._stalled_below = 0
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self) -> None:
+        with self._lock:
+            self._stalled_below = self._generation + 1
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            with self._lock:
+                self._generation += 1
+                generation = self._generation
+                self._sockets += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, target, generation), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, generation: int) -> None:
+        with contextlib.suppress(OSError):
+            while not self._closed.is_set():
+                data = source.recv(65536)
+                if not data:
+                    break
+                if generation < self._stalled_below:
+                    self._closed.wait()  # hold the bytes and the socket: the peer sees silence
+                    return
+                target.sendall(data)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.close()
