@@ -51,3 +51,16 @@ demo-down: venv
 
 clean: demo-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
+# BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox.
+BENCH_NODES ?= 100,1000
+BENCH_ARGS ?= --big-burst 5000 --profile
+.PHONY: bench
+
+$(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@
+
+bench: install-sandbox $(VENV)/.bench-installed
+	python -m bench.benchmark --nodes $(BENCH_NODES) --out bench/results $(BENCH_ARGS)

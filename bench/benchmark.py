@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.resources import parse_quantity
 
 REPO = Path(__file__).resolve().parents[1]
+SPY = Path(sys.executable).parent / "py-spy"
 Report = Callable[[str], None]
 
 POD_CPU = "100m"
@@ -362,7 +364,7 @@ def _prometheus_queries(url: str) -> float:
     return total
 
 
-def _wait_quiet(pid: int, limit: float = 45.0, busy: float = 0.2) -> None:
+def _wait_quiet(pid: int, limit: float = 30.0, busy: float = 0.3) -> None:
     """Wait until a freshly started scheduler has digested its initial listings: CPU use below `busy`
     (share of one core) over two consecutive half-second windows, or `limit` seconds."""
     deadline = time.monotonic() + limit
@@ -382,11 +384,13 @@ def _scheduler_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
 
 
-def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> int:
-    """Start the variant's scheduler as a sandbox process; returns its pid once it is ready and settled."""
+def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[int, str | None]:
+    """Start the variant's scheduler as a sandbox process; returns its pid once it is ready and settled,
+    and for promsched the base URL of its /metrics."""
     supervisor = Supervisor(sandbox.directory)
+    url = None
     if variant.kind == "promsched":
-        start_scheduler(sandbox, lambda _line: None, name=variant.process)
+        url = start_scheduler(sandbox, lambda _line: None, name=variant.process)
     elif variant.kind == "kube-scheduler":
         kubeconfig = str(sandbox.kubeconfig)
         config = {
@@ -440,7 +444,31 @@ def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> int:
     if process_record is None:
         raise SandboxError(f"{variant.process} has no pid file")
     _wait_quiet(process_record.pid)
-    return process_record.pid
+    return process_record.pid, url
+
+
+def _own_metrics(url: str | None) -> dict[str, float]:
+    """promsched's mean decision time (filter and score one pod) and binding time, from its /metrics."""
+    if url is None:
+        return {}
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        for metric in ("promsched_scheduling_attempt_duration_seconds", "promsched_binding_duration_seconds"):
+            for suffix in ("_sum", "_count"):
+                if name.startswith(metric + suffix) and ('result="bound"' in name or "binding" not in metric):
+                    sums[metric + suffix] = sums.get(metric + suffix, 0.0) + float(value)
+    found = {}
+    for metric, key in (
+        ("promsched_scheduling_attempt_duration_seconds", "decide_ms_mean"),
+        ("promsched_binding_duration_seconds", "bind_ms_mean"),
+    ):
+        count = sums.get(metric + "_count", 0.0)
+        if count:
+            found[key] = 1000 * sums.get(metric + "_sum", 0.0) / count
+    return found
 
 
 def _apply_policy(sandbox: Sandbox, refresh: str) -> None:
@@ -509,7 +537,7 @@ def run_once(
     asyncio.run(_create_namespace(credentials, namespace))
     spy: subprocess.Popen[bytes] | None = None
     try:
-        pid = start_variant(sandbox, variant, report)
+        pid, metrics_url = start_variant(sandbox, variant, report)
         start_s = time.monotonic() - wall
         start, end = Counters(), Counters()
 
@@ -522,10 +550,12 @@ def run_once(
         def at_start() -> None:
             nonlocal spy
             snapshot(start)
-            if profile_to is not None:
+            if profile_to is not None and not SPY.exists():
+                report(f"  {SPY} is missing (pip install -e '.[bench]'): no profile")
+            elif profile_to is not None:
                 spy = subprocess.Popen(
                     [
-                        str(Path(sys.executable).parent / "py-spy"),
+                        str(SPY),
                         "record",
                         f"--pid={pid}",
                         "--rate=100",
@@ -551,6 +581,7 @@ def run_once(
             )
         )
         rss = peak_rss_mb(pid)
+        own = _own_metrics(metrics_url)
         measured_s = time.monotonic() - wall - start_s
     finally:
         cleanup = time.monotonic()
@@ -591,6 +622,8 @@ def run_once(
         if bound
         else math.nan,
         "spread": utilisation_spread(profiles, times.node),
+        "pods_per_node_histogram": dict(sorted(Counter(Counter(times.node.values()).values()).items())),
+        **own,
         "latencies_s": [round(v, 5) for v in latencies],
         "wall_s": time.monotonic() - wall,
         "start_s": start_s,
@@ -604,6 +637,7 @@ def run_once(
         f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s, RSS {rss:.0f} MB, "
         f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.0f} s, "
         f"cleanup {cleanup_s:.0f} s; load {load:.1f})"
+        + (f"; decide {own['decide_ms_mean']:.1f} ms/pod" if "decide_ms_mean" in own else "")
     )
     return result
 

@@ -269,6 +269,18 @@ def markdown(results: dict[str, Any]) -> str:
             f"memory util std {base['memory_std']:.2f}, max {base['memory_max']:.1f}.",
             "",
         ]
+        decisions = [
+            f"{run['mode']} {run['pods']} pods: {run['decide_ms_mean']:.1f} ms"
+            for run in [*runs, *entry.get("extra_runs", [])]
+            if run["variant"] == "promsched" and _finite(run.get("decide_ms_mean"))
+        ]
+        if decisions:
+            lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
+        loads = ", ".join(
+            f"{run['variant']}/{run['mode']} {run.get('load_average_1m', math.nan):.1f}"
+            for run in [*runs, *entry.get("extra_runs", [])]
+        )
+        lines += [f"Machine 1-minute load average at the start of each run (2 cores, shared): {loads}.", ""]
         if entry.get("extra_runs"):
             lines += ["Extra promsched runs (not in the ratios):", ""]
             lines += _table(entry["extra_runs"], [])
@@ -357,7 +369,9 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
             axis.set_title(f"{nodes} nodes, {mode}")
             axis.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("fraction of pods")
-        axes[0].legend(fontsize=8)
+        for axis in axes:
+            if axis.get_legend_handles_labels()[0]:
+                axis.legend(fontsize=8)
         figure.tight_layout()
         path = out / f"latency-cdf-{nodes}.png"
         figure.savefig(path, dpi=110)

@@ -63,6 +63,7 @@ def test_the_demo_places_its_pods_and_explain_shows_each_ones_decision(
     document = demoing.demo_policy(sandbox, name=policy_name, scheduler_name=cluster.scheduler_name)
     cluster.apply(document)
     cluster.policies.append(policy_name)
+    demoing.wait_for_metrics(sandbox, policy_name)
     cluster.apply(demoing.demo_deployment(cluster.namespace, cluster.scheduler_name))
     pods_by_node = demoing.wait_for_placements(sandbox, cluster.namespace)
     policy = SchedulingPolicy.from_object(document)

@@ -435,6 +435,26 @@ class PluginSpec(_SpecModel):
         return parse_duration(self.time_range, f"plugins[{self.name}].timeRange")
 
 
+DEFAULT_PREFERENCE_WEIGHT = 50
+
+
+class PlacementPreferences(_SpecModel):
+    """How much a pod's own placement preferences weigh against node load."""
+
+    weight: int = Field(
+        DEFAULT_PREFERENCE_WEIGHT,
+        ge=0,
+        le=100,
+        description="Percent of a node's total that comes from the pod's placement preferences, the rest "
+        "from the plugins' load score: total = load x (100 - weight)% + preferences x weight%. Preferences "
+        "are preferred node affinity, PreferNoSchedule taints, ScheduleAnyway topology spread constraints "
+        "and preferred inter-pod (anti-)affinity, each scored 0..100 on the feasible nodes as "
+        "kube-scheduler scores it and averaged with kube's plugin weights (TaintToleration 3, the others "
+        "2). Only preferences that tell the feasible nodes apart count; a pod without any is ranked by load "
+        "alone. 0 ignores preferences; 100 ranks by preferences alone.",
+    )
+
+
 class SchedulingPolicySpec(_SpecModel):
     """Which pods promsched schedules, where their node metrics come from, and how nodes are scored."""
 
@@ -470,6 +490,11 @@ class SchedulingPolicySpec(_SpecModel):
         max_length=20,
         description="Scoring plugins, unique by name; at least one needs weight > 0.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    placement_preferences: PlacementPreferences = Field(
+        PlacementPreferences(),
+        description="How much the pods' placement preferences (preferred affinities, PreferNoSchedule "
+        "taints, soft topology spread) weigh against node load.",
     )
 
     @model_validator(mode="after")

@@ -108,6 +108,17 @@ def start_scheduler(
     return url
 
 
+def wait_for_metrics(sandbox: Sandbox, policy_name: str, timeout: float = 60) -> None:
+    """Wait until the policy has read every node's metrics once: the scheduler would score the pods
+    that come before that without metrics, every node alike."""
+    sandbox.kubectl(
+        "wait",
+        "--for=condition=MetricsComplete",
+        f"schedulingpolicy/{policy_name}",
+        f"--timeout={timeout:.0f}s",
+    )
+
+
 def _pods(sandbox: Sandbox, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = json.loads(
         sandbox.kubectl("get", "pods", "-n", namespace, "-l", DEMO_SELECTOR, "-o", "json").stdout
@@ -152,6 +163,8 @@ def demo(directory: Path, report: Report = _print) -> None:
     policy = demo_policy(sandbox)
     _apply(sandbox, policy)
     start_scheduler(sandbox, report)
+    report("waiting for the policy's first metric snapshot")
+    wait_for_metrics(sandbox, policy["metadata"]["name"])
     report(f"applying examples/deployment.yaml with {DEMO_REPLICAS} replicas (schedulerName: promsched)")
     _apply(sandbox, demo_deployment())
     started = time.monotonic()

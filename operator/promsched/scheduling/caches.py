@@ -4,6 +4,10 @@ A pod counts on its node from the moment the scheduler assumes it there (before 
 until it is deleted or finishes, so two pods can never be given the last slot of a node. A binding that
 fails forgets the assumption. Pods bound by anyone (kube-scheduler, a user setting nodeName) count too.
 
+The pods counted on each node are kept with their labels and affinity terms, indexed by label and by
+the rules they carry, for the inter-pod and spreading filters; with them the namespaces' labels (for
+namespace selectors) and the claims, volumes and storage classes the volume filters read.
+
 Placements are also remembered with their time, for the herd effect: pods placed after the latest
 metric snapshot add their requests to the node's load, until a newer snapshot is taken.
 """
@@ -11,13 +15,18 @@ metric snapshot add their requests to the node's load, until a newer snapshot is
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.resources import Resources
+from promsched.scheduling.selectors import LabelSelector
+from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
+
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 # Placements older than this no longer matter to any snapshot (refresh intervals are far shorter).
 PLACEMENT_MEMORY_SECONDS = 600.0
@@ -39,6 +48,20 @@ class ClusterCache:
     counted: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     assumed: set[str] = field(default_factory=set)
     placements: dict[str, deque[Placement]] = field(default_factory=dict)
+    # node -> uid -> pod: the counted pods of each node.
+    node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
+    # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.
+    label_index: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    # uid -> node of counted pods with required anti-affinity, and with any inter-pod term at all
+    # (kube's PodsWithRequiredAntiAffinity and PodsWithAffinity).
+    with_required_anti_affinity: dict[str, str] = field(default_factory=dict)
+    with_affinity: dict[str, str] = field(default_factory=dict)
+    # (namespace, claim) -> how many counted pods name it in a persistentVolumeClaim volume.
+    claim_users: Counter[tuple[str, str]] = field(default_factory=Counter)
+    namespace_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], ClaimInfo] = field(default_factory=dict)
+    volumes: dict[str, VolumeInfo] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClassInfo] = field(default_factory=dict)
 
     def usage_of(self, node: str) -> NodeUsage:
         usage = self.usage.get(node)
@@ -58,8 +81,17 @@ class ClusterCache:
         # Its pods stay counted under its name: they are deleted by the garbage collector, not by us.
 
     def _count(self, node: str, pod: PodInfo) -> None:
-        self.counted[pod.uid] = (node, pod)
+        uid = pod.uid
+        self.counted[uid] = (node, pod)
         self.usage_of(node).add(pod)
+        self.node_pods.setdefault(node, {})[uid] = pod
+        for key, value in pod.labels.items():
+            self.label_index.setdefault(key, {}).setdefault(value, set()).add(uid)
+        if pod.pod_affinity:
+            self.with_affinity[uid] = node
+            if pod.pod_affinity.required_anti:
+                self.with_required_anti_affinity[uid] = node
+        self.claim_users.update(_named_claims(pod))
 
     def _uncount(self, uid: str) -> str | None:
         entry = self.counted.pop(uid, None)
@@ -68,6 +100,25 @@ class ClusterCache:
         node, pod = entry
         self.usage_of(node).remove(pod)
         self.assumed.discard(uid)
+        on_node = self.node_pods.get(node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node:
+                del self.node_pods[node]
+        for key, value in pod.labels.items():
+            by_value = self.label_index[key]
+            holders = by_value[value]
+            holders.discard(uid)
+            if not holders:
+                del by_value[value]
+                if not by_value:
+                    del self.label_index[key]
+        self.with_affinity.pop(uid, None)
+        self.with_required_anti_affinity.pop(uid, None)
+        for claim in _named_claims(pod):
+            self.claim_users[claim] -= 1
+            if self.claim_users[claim] <= 0:
+                del self.claim_users[claim]
         return node
 
     def observe_pod(self, pod: PodInfo) -> bool:
@@ -77,7 +128,8 @@ class ClusterCache:
             if current is not None and current[0] == pod.node_name:
                 # Bound where we assumed it (or already counted): it is no longer in flight.
                 self.assumed.discard(pod.uid)
-                if current[1].requests != pod.requests or current[1].host_ports != pod.host_ports:
+                # Labels, requests and the like may change on a bound pod (a relabelling, a resize).
+                if replace(current[1], resource_version=pod.resource_version) != pod:
                     self._uncount(pod.uid)
                     self._count(pod.node_name, pod)
                 return False
@@ -88,6 +140,67 @@ class ClusterCache:
         if pod.uid in self.assumed:
             return False  # our binding is in flight; the pod's watch event has not caught up
         return self._uncount(pod.uid) is not None
+
+    def pods_selected_by(self, selector: LabelSelector) -> Iterator[tuple[str, PodInfo]]:
+        """(node, pod) for each counted pod whose labels `selector` matches, in any namespace. A selector
+        that requires some label values is looked up in the label index instead of checking every pod."""
+        if selector.selects_nothing:
+            return
+        candidates: set[str] | None = None
+        for key, values in selector.equality_keys():
+            by_value = self.label_index.get(key, {})
+            if len(values) == 1:
+                holders = by_value.get(next(iter(values)), set())
+            else:
+                holders = set().union(*(by_value.get(value, ()) for value in values))
+            if candidates is None or len(holders) < len(candidates):
+                candidates = holders
+        counted = self.counted
+        for uid in counted if candidates is None else candidates:
+            node, pod = counted[uid]
+            if selector.matches(pod.labels):
+                yield node, pod
+
+    def labels_of_namespace(self, namespace: str) -> Mapping[str, str]:
+        return self.namespace_labels.get(namespace, _NO_LABELS)
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Store a namespace's labels; True when an existing namespace's labels changed (a namespace
+        selector may match differently). A new namespace holds no pods yet, so it changes no match."""
+        previous = self.namespace_labels.get(name)
+        self.namespace_labels[name] = MappingProxyType(dict(labels))
+        return previous is not None and previous != labels
+
+    def remove_namespace(self, name: str) -> None:
+        self.namespace_labels.pop(name, None)
+
+    def upsert_claim(self, claim: ClaimInfo) -> bool:
+        """Store a claim; True when it is new or changed."""
+        key = (claim.namespace, claim.name)
+        previous = self.claims.get(key)
+        self.claims[key] = claim
+        return previous != claim
+
+    def remove_claim(self, namespace: str, name: str) -> None:
+        self.claims.pop((namespace, name), None)
+
+    def upsert_volume(self, volume: VolumeInfo) -> bool:
+        """Store a volume; True when it is new or changed."""
+        previous = self.volumes.get(volume.name)
+        self.volumes[volume.name] = volume
+        return previous != volume
+
+    def remove_volume(self, name: str) -> None:
+        self.volumes.pop(name, None)
+
+    def upsert_storage_class(self, storage_class: StorageClassInfo) -> bool:
+        """Store a storage class; True when it is new or changed."""
+        previous = self.storage_classes.get(storage_class.name)
+        self.storage_classes[storage_class.name] = storage_class
+        return previous != storage_class
+
+    def remove_storage_class(self, name: str) -> None:
+        self.storage_classes.pop(name, None)
 
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""
@@ -133,3 +246,8 @@ class ClusterCache:
         cpu_percent = 100.0 * cpu / allocatable.milli_cpu if allocatable.milli_cpu else 0.0
         memory_percent = 100.0 * memory / allocatable.memory if allocatable.memory else 0.0
         return cpu_percent, memory_percent
+
+
+def _named_claims(pod: PodInfo) -> list[tuple[str, str]]:
+    """The claims a pod names itself; an ephemeral volume's claim belongs to its pod alone."""
+    return [(pod.namespace, claim.name) for claim in pod.claims if not claim.ephemeral]

@@ -2,20 +2,37 @@
 
 Pure and synchronous: it reads the cache and the snapshot and changes nothing, so it is tested without
 a cluster and a cycle never waits on the network.
+
+The cluster filters first prepare, once for the pod, what they need from the whole cluster (kube's
+PreFilter); each may reject the pod outright. Every node then goes through the node filters and the
+prepared checks. The feasible nodes are scored by load from the snapshot and, where the pod has
+placement preferences that tell them apart, by those too, blended by the policy's preference weight.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from promsched.api.policies import BuiltinPlugin
+from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT, BuiltinPlugin
 from promsched.metrics.scoring import NodeResult, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.filters import DEFAULT_FILTERS, Filter, run_filters, summarize_failures
+from promsched.scheduling.filters import (
+    DEFAULT_CLUSTER_FILTERS,
+    DEFAULT_FILTERS,
+    ClusterFilter,
+    Filter,
+    run_checks,
+    run_filters,
+    summarize_failures,
+    summarize_rejection,
+)
+from promsched.scheduling.filters.checks import NodeCheck, Rejection
 from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.preempting import nodes_freed_by_preemption, preemption_note
+from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
 TIE_EPSILON = 1e-6
@@ -47,6 +64,40 @@ def herd_adjustments(
     return adjustments
 
 
+def prepare_checks(
+    pod: PodInfo, cache: ClusterCache, cluster_filters: tuple[ClusterFilter, ...]
+) -> list[NodeCheck] | Rejection:
+    """Each cluster filter's per-node check for this pod, in order, or the first rejection."""
+    checks = []
+    for cluster_filter in cluster_filters:
+        prepared = cluster_filter.prepare(pod, cache)
+        if isinstance(prepared, Rejection):
+            return prepared
+        if prepared is not None:
+            checks.append(prepared)
+    return checks
+
+
+def with_preferences(
+    pod: PodInfo, cache: ClusterCache, ranked: list[NodeResult], scorers: tuple[Scorer, ...], weight: int
+) -> list[NodeResult]:
+    """`ranked` with each total blended with the pod's preference score, and the preference plugins'
+    parts listed after the metric plugins; unchanged when no preference tells the nodes apart."""
+    if not weight or not scorers:
+        return ranked
+    preferences = score_preferences(pod, cache, [cache.nodes[result.node] for result in ranked], scorers)
+    if preferences is None:
+        return ranked
+    return [
+        replace(
+            result,
+            total=blend(result.total, preferences.totals[index], weight),
+            plugins=result.plugins + preferences.parts[index],
+        )
+        for index, result in enumerate(ranked)
+    ]
+
+
 def decide(
     pod: PodInfo,
     cache: ClusterCache,
@@ -54,15 +105,25 @@ def decide(
     *,
     filters: tuple[Filter, ...] = DEFAULT_FILTERS,
     rng: random.Random | None = None,
+    cluster_filters: tuple[ClusterFilter, ...] = DEFAULT_CLUSTER_FILTERS,
+    scorers: tuple[Scorer, ...] = DEFAULT_SCORERS,
+    preference_weight: int = DEFAULT_PREFERENCE_WEIGHT,
 ) -> Outcome:
+    total_nodes = len(cache.nodes)
+    checks = prepare_checks(pod, cache, cluster_filters)
+    if isinstance(checks, Rejection):
+        everywhere = {checks.message: total_nodes} if total_nodes else {}
+        return Outcome(None, (), everywhere, total_nodes, summarize_rejection(total_nodes, checks))
     filtered: Counter[str] = Counter()
+    failed: list[tuple[str, str]] = []
     feasible: list[str] = []
     for name, node in cache.nodes.items():
-        reason = run_filters(pod, node, cache.usage_of(name), filters)
+        reason = run_filters(pod, node, cache.usage_of(name), filters) or run_checks(node, checks)
         if reason is None:
             feasible.append(name)
         else:
             filtered[reason] += 1
+            failed.append((name, reason))
     results = score_nodes(snapshot, feasible, extra_load=herd_adjustments(cache, snapshot, feasible))
     ranked = []
     for result in results:
@@ -70,14 +131,13 @@ def decide(
             ranked.append(result)
         else:
             filtered[result.reasons[0].key] += 1
-    total_nodes = len(cache.nodes)
     if not ranked:
-        message = (
-            summarize_failures(total_nodes, filtered)
-            if total_nodes
-            else "no nodes available to schedule pods"
-        )
+        message = summarize_failures(total_nodes, filtered)
+        freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks)
+        if freed:
+            message += preemption_note(freed)
         return Outcome(None, (), dict(filtered), total_nodes, message)
+    ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total
     ties = [r for r in ranked if best - r.total <= TIE_EPSILON]

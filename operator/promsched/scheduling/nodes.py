@@ -4,7 +4,7 @@ take from it (`NodeUsage`, kept by the scheduler's cache)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 NO_SCHEDULE: Final = "NoSchedule"
 NO_EXECUTE: Final = "NoExecute"
+PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
+# Only these taint effects keep pods off a node; PreferNoSchedule weighs in scoring.
+FILTERING_EFFECTS: Final = frozenset({NO_SCHEDULE, NO_EXECUTE})
 # The kubelet's default --max-pods, for a node whose status does not say.
 DEFAULT_ALLOCATABLE_PODS: Final = 110
 
@@ -124,3 +127,10 @@ class NodeUsage:
         for port in pod.host_ports:
             if self.host_ports[port] <= 0:
                 del self.host_ports[port]
+
+    def without(self, pods: Iterable[PodInfo]) -> NodeUsage:
+        """What would be left on the node if `pods` (counted here) were gone; this usage is unchanged."""
+        left = NodeUsage(self.requested, self.pods, Counter(self.host_ports))
+        for pod in pods:
+            left.remove(pod)
+        return left

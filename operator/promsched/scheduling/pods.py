@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from promsched.scheduling.affinity_terms import NO_POD_AFFINITY, PodAffinity, parse_pod_affinity
+from promsched.scheduling.nodes import FILTERING_EFFECTS
 from promsched.scheduling.resources import (
     INT64_MAX,
     ZERO_RESOURCES,
@@ -40,10 +41,6 @@ REQUIRED_NODE_AFFINITY_PATH: Final = (
 PREFERRED_NODE_AFFINITY_PATH: Final = (
     "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
 )
-# Only these taint effects keep pods off a node; PreferNoSchedule weighs in scoring.
-NO_SCHEDULE: Final = "NoSchedule"
-NO_EXECUTE: Final = "NoExecute"
-FILTERING_EFFECTS: Final = frozenset({NO_SCHEDULE, NO_EXECUTE})
 PREEMPT_NEVER: Final = "Never"
 # Inline volumes that kube-scheduler's VolumeRestrictions plugin checks for conflicting mounts on a node;
 # promsched does not track those mounts, so it refuses pods that use them.
@@ -328,11 +325,15 @@ def _required_affinity(affinity: Mapping[str, Any]) -> NodeSelector | None:
 def _preferred_affinity(affinity: Mapping[str, Any]) -> tuple[PreferredTerm, ...]:
     node_affinity = object_field(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     preferred = []
-    entries = list_field(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), PREFERRED_NODE_AFFINITY_PATH)
+    entries = list_field(
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), PREFERRED_NODE_AFFINITY_PATH
+    )
     for index, entry in enumerate(entries):
         path = f"{PREFERRED_NODE_AFFINITY_PATH}[{index}]"
         weight = _integer(entry.get("weight"), f"{path}.weight")
-        term = parse_node_selector_term(object_field(entry.get("preference"), f"{path}.preference"), f"{path}.preference")
+        term = parse_node_selector_term(
+            object_field(entry.get("preference"), f"{path}.preference"), f"{path}.preference"
+        )
         # As kube's PreferredSchedulingTerms: a zero weight or an empty term adds nothing to any node.
         if weight and not term.is_empty:
             preferred.append(PreferredTerm(weight, term))

@@ -167,11 +167,12 @@ class SchedulingQueue:
         self.entries[pod.uid] = entry
         self._push_backoff(entry)
 
-    def move_all_to_active(self, reason: str) -> int:
-        """The cluster changed (`reason`); parked pods get another try, through backoff if it is not over."""
+    def move_all_to_active(self, reason: str, only: Callable[[PodInfo], bool] | None = None) -> int:
+        """The cluster changed (`reason`); parked pods get another try, through backoff if it is not over.
+        With `only`, just the parked pods the change may help (kube's queueing hints)."""
         moved = 0
         for entry in self.entries.values():
-            if entry.where is Where.UNSCHEDULABLE:
+            if entry.where is Where.UNSCHEDULABLE and (only is None or only(entry.pod)):
                 self._push_backoff(entry, since=entry.parked_at)
                 moved += 1
         self._flush_backoff(self.clock())

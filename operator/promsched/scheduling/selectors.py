@@ -54,7 +54,9 @@ class LabelSelector:
         """This selector narrowed to pods that also carry `labels` (matchLabelKeys merged in)."""
         if not labels or self.selects_nothing:
             return self
-        added = tuple(LabelRequirement(key, "In", frozenset({value})) for key, value in sorted(labels.items()))
+        added = tuple(
+            LabelRequirement(key, "In", frozenset({value})) for key, value in sorted(labels.items())
+        )
         return LabelSelector(added + self.requirements)
 
     def equality_keys(self) -> list[tuple[str, frozenset[str]]]:

@@ -60,7 +60,9 @@ def _constraint(constraint: Mapping[str, Any], path: str, pod_labels: Mapping[st
         raise FieldError(f"{path}.topologyKey: a topology key is required")
     when = constraint.get("whenUnsatisfiable")
     if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-        raise FieldError(f"{path}.whenUnsatisfiable: {when!r} is not one of {DO_NOT_SCHEDULE}, {SCHEDULE_ANYWAY}")
+        raise FieldError(
+            f"{path}.whenUnsatisfiable: {when!r} is not one of {DO_NOT_SCHEDULE}, {SCHEDULE_ANYWAY}"
+        )
     keys = constraint.get("matchLabelKeys") or []
     if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
         raise FieldError(f"{path}.matchLabelKeys: expected a list of strings, got {keys!r}")

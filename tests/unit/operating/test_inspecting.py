@@ -492,8 +492,8 @@ def test_a_workload_file_gives_its_pod_template(tmp_path: Path) -> None:
     ("document", "message"),
     [
         (
-            {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"topologySpreadConstraints": [{}]}},
-            "promsched refuses pods that use spec.topologySpreadConstraints",
+            {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "gpu"}]}},
+            "promsched refuses pods that use spec.resourceClaims",
         ),
         (
             {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"priority": "high"}},

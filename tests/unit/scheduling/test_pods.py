@@ -252,30 +252,16 @@ def test_unsupported_fields() -> None:
     pod = PodInfo.from_object(
         pod_object(
             {
-                "affinity": {
-                    "podAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]
-                    },
-                    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]},
-                },
-                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
                 "volumes": [
                     {"name": "cache", "emptyDir": {}},
                     {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
-                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+                    {"name": "lun", "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x:y", "lun": 0}},
                 ],
                 "resourceClaims": [{"name": "gpu"}],
             }
         )
     )
-    assert pod.unsupported == (
-        "spec.affinity.podAffinity",
-        "spec.affinity.podAntiAffinity",
-        "spec.topologySpreadConstraints",
-        "spec.volumes[1].persistentVolumeClaim",
-        "spec.volumes[2].ephemeral",
-        "spec.resourceClaims",
-    )
+    assert pod.unsupported == ("spec.volumes[2].iscsi", "spec.resourceClaims")
 
 
 def test_empty_unsupported_fields_are_fine() -> None:

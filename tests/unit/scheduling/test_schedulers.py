@@ -224,18 +224,11 @@ async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender:
 async def test_constraints_promsched_cannot_honour_are_refused_by_name(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    anti = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
-            ]
-        }
-    }
-    scheduler.on_pod("ADDED", pod("spread", affinity=anti))
+    scheduler.on_pod("ADDED", pod("dra", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]))
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     [event] = sender.bodies("/namespaces/ns/events")
-    assert "spec.affinity.podAntiAffinity is not supported by promsched yet" in event["message"]
+    assert event["message"] == "spec.resourceClaims is not supported by promsched yet"
 
 
 async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:

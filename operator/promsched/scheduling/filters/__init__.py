@@ -3,22 +3,42 @@
 One filter per module, each the counterpart of a kube-scheduler Filter plugin, and an explicit
 registry in kube's order. A filter returns None when the node passes, or one reason: reasons are the
 keys the FailedScheduling message counts nodes by, so they never name the node.
+
+Node filters judge a node by the node and what its pods take (`Filter`). Cluster filters judge it by
+more: other pods' labels and affinity terms, namespaces, volumes (`ClusterFilter`). As kube's PreFilter
+step, a cluster filter prepares once per pod and cycle what it needs from the whole cluster (counts of
+matching pods per topology domain, the pod's bound volumes); each node is then checked by lookups. It
+may also reject the pod outright, for a reason about the pod rather than any node (a missing claim).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
-from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.filters.checks import NodeCheck, Rejection
+from promsched.scheduling.filters.fit import INSUFFICIENT, TOO_MANY_PODS, NodeResourcesFit
+from promsched.scheduling.filters.interpod_affinity import (
+    ANTI_AFFINITY,
+    EXISTING_ANTI_AFFINITY,
+    InterPodAffinity,
+)
 from promsched.scheduling.filters.node_affinity import NodeAffinity
 from promsched.scheduling.filters.node_names import AffinityNodeNames
+from promsched.scheduling.filters.ports import REASON as PORTS_TAKEN
 from promsched.scheduling.filters.ports import NodePorts
 from promsched.scheduling.filters.readiness import NodeReadiness
 from promsched.scheduling.filters.taints import TaintToleration
+from promsched.scheduling.filters.topology_spread import SKEWED, PodTopologySpread
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
+from promsched.scheduling.filters.volume_binding import VolumeBinding
+from promsched.scheduling.filters.volume_restrictions import CLAIM_IN_USE, VolumeRestrictions
+from promsched.scheduling.filters.volume_zone import VolumeZone
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
 
 NO_NODES: Final = "no nodes available to schedule pods"
 
@@ -30,6 +50,16 @@ class Filter(Protocol):
 
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
+
+
+class ClusterFilter(Protocol):
+    @property
+    def name(self) -> str:
+        """kube's plugin name."""
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
+        """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing
+        about the pod concerns this filter."""
 
 
 # kube-scheduler's order: the NodeAffinity PreFilter's node names, then the default Filter plugins.
@@ -45,6 +75,16 @@ DEFAULT_FILTERS: Final[tuple[Filter, ...]] = (
 )
 
 
+# kube-scheduler's order for the filters that look beyond the node; they run after the node filters.
+DEFAULT_CLUSTER_FILTERS: Final[tuple[ClusterFilter, ...]] = (
+    VolumeRestrictions(),
+    VolumeBinding(),
+    VolumeZone(),
+    PodTopologySpread(),
+    InterPodAffinity(),
+)
+
+
 def run_filters(
     pod: PodInfo, node: NodeInfo, usage: NodeUsage, filters: Iterable[Filter] = DEFAULT_FILTERS
 ) -> str | None:
@@ -52,6 +92,15 @@ def run_filters(
     first failing filter too)."""
     for node_filter in filters:
         reason = node_filter.filter(pod, node, usage)
+        if reason is not None:
+            return reason
+    return None
+
+
+def run_checks(node: NodeInfo, checks: Iterable[NodeCheck]) -> str | None:
+    """The first reason a prepared cluster check gives against the node, or None when all pass."""
+    for check in checks:
+        reason = check.check(node)
         if reason is not None:
             return reason
     return None
@@ -69,3 +118,22 @@ def summarize_failures(total_nodes: int, reasons: Mapping[str, int]) -> str:
     histogram = sorted(f"{count} {reason}" for reason, count in reasons.items() if count > 0)
     available = f"0/{total_nodes} nodes are available:"
     return f"{available} {', '.join(histogram)}." if histogram else available
+
+
+def summarize_rejection(total_nodes: int, rejection: Rejection) -> str:
+    """kube-scheduler's FailedScheduling text when a PreFilter rejected the pod."""
+    if total_nodes == 0:
+        return NO_NODES
+    return f"0/{total_nodes} nodes are available: {rejection.message}."
+
+
+# Reasons that evicting pods from the node could lift (kube's Unschedulable, as opposed to
+# UnschedulableAndUnresolvable), besides "Insufficient <resource>".
+_LIFTED_BY_EVICTION: Final = frozenset(
+    {TOO_MANY_PODS, PORTS_TAKEN, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, SKEWED, CLAIM_IN_USE}
+)
+
+
+def eviction_may_help(reason: str) -> bool:
+    """Whether evicting pods from a node could lift `reason`: only then is preemption worth assessing."""
+    return reason in _LIFTED_BY_EVICTION or reason.startswith(INSUFFICIENT)

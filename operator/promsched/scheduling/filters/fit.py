@@ -14,6 +14,7 @@ from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 
 TOO_MANY_PODS: Final = "Too many pods"
+INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 
 
 class NodeResourcesFit:
@@ -23,4 +24,4 @@ class NodeResourcesFit:
         if usage.pods + 1 > node.allocatable_pods:
             return TOO_MANY_PODS
         short = pod.requests.insufficient(usage.requested, node.allocatable)
-        return f"Insufficient {short[0]}" if short else None
+        return f"{INSUFFICIENT}{short[0]}" if short else None

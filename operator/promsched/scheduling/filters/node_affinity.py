@@ -15,11 +15,4 @@ class NodeAffinity:
     name = "NodeAffinity"
 
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
-        labels = node.labels
-        for key, value in pod.node_selector.items():
-            if labels.get(key) != value:
-                return REASON
-        affinity = pod.required_affinity
-        if affinity is not None and not affinity.matches(node.name, labels):
-            return REASON
-        return None
+        return None if pod.selects_node(node) else REASON

@@ -6,19 +6,13 @@ names the node's first untolerated taint, in kube's words: ``{key: value}`` (``{
 
 from __future__ import annotations
 
-from typing import Final
-
-from promsched.scheduling.nodes import NO_EXECUTE, NO_SCHEDULE, NodeInfo, NodeUsage
+from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
-
-FILTERING_EFFECTS: Final = frozenset({NO_SCHEDULE, NO_EXECUTE})
 
 
 class TaintToleration:
     name = "TaintToleration"
 
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
-        for taint in node.taints:
-            if taint.effect in FILTERING_EFFECTS and not pod.tolerates(taint):
-                return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-        return None
+        taint = pod.untolerated_filtering_taint(node)
+        return None if taint is None else f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"

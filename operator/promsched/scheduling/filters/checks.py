@@ -1,0 +1,41 @@
+"""What a cluster filter prepares for one pod and cycle: a per-node check, or a rejection of the pod."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """The pod fits no node for a reason about the pod itself. `message` follows "0/N nodes are
+    available:" in FailedScheduling, as kube reports a PreFilter that fails."""
+
+    message: str
+
+
+class NodeCheck(Protocol):
+    """A cluster filter's state for one pod in one cycle; checking a node is a lookup in it."""
+
+    def check(self, node: NodeInfo) -> str | None:
+        """None if the pod may go to `node`; else why not, naming no node."""
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Count `pod` on `node` as gone (a pod preemption would evict), as kube's PreFilter extensions
+        do."""
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Count again a pod that `remove_pod` took away."""
+
+
+class PodIndependentCheck:
+    """For checks that do not depend on which pods run where (volumes): evictions change nothing."""
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        return
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        return

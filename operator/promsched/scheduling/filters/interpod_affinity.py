@@ -1,0 +1,138 @@
+"""Required inter-pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity filter.
+
+Per cycle, as kube's PreFilter, three counts of pods per topology domain (topology key, value):
+- the pods matching all of the incoming pod's affinity terms, in the domains of each term's key;
+- the pods matching each of its anti-affinity terms, in the domains of that term's key;
+- the existing pods whose own required anti-affinity terms match the incoming pod, in their domains.
+A node then passes if each affinity term's domain holds a match (or nothing in the cluster matches and
+the pod matches its own terms: the first of a group that attracts itself), no anti-affinity term's
+domain holds a match, and the node is in no domain an existing pod keeps the incoming pod out of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.affinity_terms import AffinityTerm
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+AFFINITY: Final = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+Domain = tuple[str, str]  # (topology key, the node's value of it)
+
+
+def _bump(counts: dict[Domain, int], domain: Domain, delta: int) -> None:
+    """Add `delta`, dropping domains that reach zero so that an empty map means no match anywhere."""
+    count = counts.get(domain, 0) + delta
+    if count:
+        counts[domain] = count
+    else:
+        counts.pop(domain, None)
+
+
+class InterPodAffinityCheck:
+    def __init__(self, pod: PodInfo, cache: ClusterCache) -> None:
+        self.pod = pod
+        self.cache = cache
+        self.own_namespace_labels = cache.labels_of_namespace(pod.namespace)
+        self.affinity_terms = pod.pod_affinity.required
+        self.anti_terms = pod.pod_affinity.required_anti
+        self.affinity_counts: dict[Domain, int] = {}
+        self.anti_counts: dict[Domain, int] = {}
+        self.existing_anti_counts: dict[Domain, int] = {}
+        # The first pod of a group with affinity to itself has nothing to join yet.
+        self.attracts_itself = bool(self.affinity_terms) and all(
+            term.matches(pod.namespace, pod.labels, self.own_namespace_labels) for term in self.affinity_terms
+        )
+
+    def count_existing_anti_affinity(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        for term in other.pod_affinity.required_anti:
+            if term.matches(self.pod.namespace, self.pod.labels, self.own_namespace_labels):
+                self._count(self.existing_anti_counts, term, node, delta)
+
+    def count_affinity(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        """`other` counts for the affinity terms only when it matches all of them, as in kube."""
+        labels = self.cache.labels_of_namespace(other.namespace)
+        if all(term.matches(other.namespace, other.labels, labels) for term in self.affinity_terms):
+            for term in self.affinity_terms:
+                self._count(self.affinity_counts, term, node, delta)
+
+    def count_anti_affinity(self, term: AffinityTerm, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        if term.matches(other.namespace, other.labels, self.cache.labels_of_namespace(other.namespace)):
+            self._count(self.anti_counts, term, node, delta)
+
+    @staticmethod
+    def _count(counts: dict[Domain, int], term: AffinityTerm, node: NodeInfo, delta: int) -> None:
+        value = node.labels.get(term.topology_key)
+        if value is not None:
+            _bump(counts, (term.topology_key, value), delta)
+
+    def _update(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        self.count_existing_anti_affinity(other, node, delta)
+        if self.affinity_terms:
+            self.count_affinity(other, node, delta)
+        for term in self.anti_terms:
+            self.count_anti_affinity(term, other, node, delta)
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, node, -1)
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, node, 1)
+
+    def check(self, node: NodeInfo) -> str | None:
+        labels = node.labels
+        if self.affinity_terms and not self._satisfies_affinity(labels):
+            return AFFINITY
+        for term in self.anti_terms:
+            value = labels.get(term.topology_key)
+            if value is not None and (term.topology_key, value) in self.anti_counts:
+                return ANTI_AFFINITY
+        if self.existing_anti_counts:
+            for domain in labels.items():
+                if domain in self.existing_anti_counts:
+                    return EXISTING_ANTI_AFFINITY
+        return None
+
+    def _satisfies_affinity(self, labels: Mapping[str, str]) -> bool:
+        matched_everywhere = True
+        for term in self.affinity_terms:
+            value = labels.get(term.topology_key)
+            if value is None:
+                return False  # the node must carry every term's topology key
+            if (term.topology_key, value) not in self.affinity_counts:
+                matched_everywhere = False
+        return matched_everywhere or (not self.affinity_counts and self.attracts_itself)
+
+
+class InterPodAffinity:
+    name = "InterPodAffinity"
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> InterPodAffinityCheck | None:
+        nodes = cache.nodes
+        state = InterPodAffinityCheck(pod, cache)
+        for uid, node_name in cache.with_required_anti_affinity.items():
+            node = nodes.get(node_name)
+            if node is not None:
+                state.count_existing_anti_affinity(cache.counted[uid][1], node, 1)
+        if not (state.affinity_terms or state.anti_terms or state.existing_anti_counts):
+            return None
+        if state.affinity_terms:
+            # A pod that counts matches every term, so the first term's selector finds all candidates.
+            for node_name, other in cache.pods_selected_by(state.affinity_terms[0].selector):
+                node = nodes.get(node_name)
+                if node is not None:
+                    state.count_affinity(other, node, 1)
+        for term in state.anti_terms:
+            for node_name, other in cache.pods_selected_by(term.selector):
+                node = nodes.get(node_name)
+                if node is not None:
+                    state.count_anti_affinity(term, other, node, 1)
+        return state

@@ -1,0 +1,109 @@
+"""DoNotSchedule topology spread constraints, as kube-scheduler's PodTopologySpread filter.
+
+Per cycle, as kube's PreFilter: for each constraint, the pods of the pod's namespace its selector
+matches (terminating ones left out), counted per domain over the nodes that carry every constraint's
+topology key and that the constraint's inclusion policies admit; and the smallest such count (the
+global minimum, taken as 0 while there are fewer domains than minDomains). A node passes when, for
+every constraint, its domain's count plus the pod itself (if the selector matches it) exceeds the
+global minimum by at most maxSkew.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.spread_constraints import SpreadConstraint
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+SKEWED: Final = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL: Final = f"{SKEWED} (missing required label)"
+
+
+def carries_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool:
+    return all(constraint.topology_key in node.labels for constraint in constraints)
+
+
+def matching_pods_per_node(pod: PodInfo, constraint: SpreadConstraint, cache: ClusterCache) -> Counter[str]:
+    """Node -> how many of the pod's namespace's pods the constraint counts there. As kube, an empty
+    selector counts nothing, and terminating pods do not count."""
+    per_node: Counter[str] = Counter()
+    if constraint.selector.is_empty:
+        return per_node
+    for node_name, other in cache.pods_selected_by(constraint.selector):
+        if other.namespace == pod.namespace and not other.deletion_timestamp:
+            per_node[node_name] += 1
+    return per_node
+
+
+def domain_counts(
+    pod: PodInfo,
+    constraints: tuple[SpreadConstraint, ...],
+    per_node: list[Counter[str]],
+    cache: ClusterCache,
+) -> list[dict[str, int]]:
+    """For each constraint, domain -> matching pods (`per_node` of that constraint, summed), over the
+    nodes it counts: those carrying every constraint's key and admitted by its inclusion policies."""
+    counts: list[dict[str, int]] = [{} for _ in constraints]
+    for node in cache.nodes.values():
+        if not carries_keys(node, constraints):
+            continue
+        for index, constraint in enumerate(constraints):
+            if constraint.admits_node(pod, node):
+                value = node.labels[constraint.topology_key]
+                counts[index][value] = counts[index].get(value, 0) + per_node[index][node.name]
+    return counts
+
+
+class TopologySpreadCheck:
+    def __init__(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], cache: ClusterCache) -> None:
+        self.pod = pod
+        self.constraints = constraints
+        per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
+        self.counts = domain_counts(pod, constraints, per_node, cache)
+        self.minimums = [min(counts.values(), default=0) for counts in self.counts]
+        self.self_matches = [int(c.selector.matches(pod.labels)) for c in constraints]
+
+    def global_minimum(self, index: int) -> int:
+        if len(self.counts[index]) < self.constraints[index].min_domains:
+            return 0
+        return self.minimums[index]
+
+    def check(self, node: NodeInfo) -> str | None:
+        labels = node.labels
+        for index, constraint in enumerate(self.constraints):
+            value = labels.get(constraint.topology_key)
+            if value is None:
+                return MISSING_LABEL
+            matching = self.counts[index].get(value, 0) + self.self_matches[index]
+            if matching - self.global_minimum(index) > constraint.max_skew:
+                return SKEWED
+        return None
+
+    def _update(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        if other.namespace != self.pod.namespace or not carries_keys(node, self.constraints):
+            return
+        for index, constraint in enumerate(self.constraints):
+            if constraint.selector.matches(other.labels) and constraint.admits_node(self.pod, node):
+                counts = self.counts[index]
+                value = node.labels[constraint.topology_key]
+                counts[value] = counts.get(value, 0) + delta
+                self.minimums[index] = min(counts.values())
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, node, -1)
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, node, 1)
+
+
+class PodTopologySpread:
+    name = "PodTopologySpread"
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> TopologySpreadCheck | None:
+        constraints = tuple(constraint for constraint in pod.spread_constraints if constraint.hard)
+        return TopologySpreadCheck(pod, constraints, cache) if constraints else None

@@ -1,0 +1,65 @@
+"""ReadWriteOncePod claims already in use, as kube-scheduler's VolumeRestrictions plugin.
+
+A claim with the ReadWriteOncePod access mode may be used by one pod at a time: while a pod on any node
+uses it, no node fits another pod naming it. (The plugin's other check, inline disks mounted by two
+pods, concerns volume types promsched refuses; see `PodInfo.unsupported`.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.filters.checks import Rejection
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.volumes import READ_WRITE_ONCE_POD
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+CLAIM_IN_USE: Final = (
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+)
+
+
+def claim_not_found(name: str) -> Rejection:
+    return Rejection(f'persistentvolumeclaim "{name}" not found')
+
+
+class ClaimInUseCheck:
+    def __init__(self, pod: PodInfo, exclusive: frozenset[str], users: int) -> None:
+        self.pod = pod
+        self.exclusive = exclusive  # the pod's ReadWriteOncePod claims
+        self.users = users  # pods already using one of them
+
+    def check(self, node: NodeInfo) -> str | None:
+        return CLAIM_IN_USE if self.users > 0 else None
+
+    def _update(self, other: PodInfo, delta: int) -> None:
+        if other.namespace == self.pod.namespace:
+            self.users += delta * sum(
+                1 for claim in other.claims if not claim.ephemeral and claim.name in self.exclusive
+            )
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, -1)
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        self._update(pod, 1)
+
+
+class VolumeRestrictions:
+    name = "VolumeRestrictions"
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> ClaimInUseCheck | Rejection | None:
+        exclusive = set()
+        for claim in pod.claims:
+            if claim.ephemeral:
+                continue
+            info = cache.claims.get((pod.namespace, claim.name))
+            if info is None:
+                return claim_not_found(claim.name)
+            if READ_WRITE_ONCE_POD in info.access_modes:
+                exclusive.add(claim.name)
+        users = sum(cache.claim_users.get((pod.namespace, name), 0) for name in exclusive)
+        return ClaimInUseCheck(pod, frozenset(exclusive), users) if users else None

@@ -1,0 +1,57 @@
+"""The zones and regions of the volumes a pod's claims are bound to, as kube-scheduler's VolumeZone
+plugin: a volume labelled with a zone (or several, ``a__b``) or a region is reachable only from nodes
+labelled with one of them. A node with no zone or region label at all fits (a cluster without zones).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
+from promsched.scheduling.filters.volume_restrictions import claim_not_found
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.volumes import VolumeInfo
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+ZONE_CONFLICT: Final = "node(s) had no available volume zone"
+
+
+class VolumeZoneCheck(PodIndependentCheck):
+    def __init__(self, volumes: list[VolumeInfo]) -> None:
+        self.volumes = volumes
+
+    def check(self, node: NodeInfo) -> str | None:
+        if all(volume.in_zone_of(node.labels) for volume in self.volumes):
+            return None
+        return ZONE_CONFLICT
+
+
+class VolumeZone:
+    name = "VolumeZone"
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeZoneCheck | Rejection | None:
+        zoned = []
+        for claim in pod.claims:
+            if claim.ephemeral:
+                continue  # as kube: only claims the pod names
+            info = cache.claims.get((pod.namespace, claim.name))
+            if info is None:
+                return claim_not_found(claim.name)
+            if not info.volume_name:
+                if not info.storage_class:
+                    return Rejection("PersistentVolumeClaim had no pv name and storageClass name")
+                storage_class = cache.storage_classes.get(info.storage_class)
+                if storage_class is None:
+                    return Rejection(f'storageclass.storage.k8s.io "{info.storage_class}" not found')
+                if storage_class.wait_for_first_consumer:
+                    continue  # its zone is chosen when it is bound, which VolumeBinding refuses
+                return Rejection("PersistentVolume had no name")
+            volume = cache.volumes.get(info.volume_name)
+            if volume is None:
+                return Rejection(f'persistentvolume "{info.volume_name}" not found')
+            if volume.zones:
+                zoned.append(volume)
+        return VolumeZoneCheck(zoned) if zoned else None

@@ -1,0 +1,90 @@
+"""Placement preferences scored on the feasible nodes, as kube-scheduler's Score plugins do.
+
+One scorer per module, each the counterpart of a kube-scheduler Score plugin with its normalisation:
+preferred node affinity, PreferNoSchedule taints, ScheduleAnyway spread constraints and preferred
+inter-pod (anti-)affinity. Each gives every feasible node 0..100, or nothing at all when the pod gives
+it nothing to prefer. The scorers that tell nodes apart are averaged with kube's plugin weights into
+one preference score per node, which `blend` weighs against the load total by the policy's
+``placementPreferences.weight``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol
+
+from promsched.metrics.scoring import PluginResult
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
+from promsched.scheduling.scores.node_affinity import NodeAffinityScore
+from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
+from promsched.scheduling.scores.taints import TaintTolerationScore
+from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str:
+        """kube's plugin name."""
+
+    @property
+    def weight(self) -> int:
+        """kube's default weight for the plugin."""
+
+    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
+        """Every node's score, or None when the pod gives this plugin nothing to prefer."""
+
+
+DEFAULT_SCORERS: Final[tuple[Scorer, ...]] = (
+    TaintTolerationScore(),
+    NodeAffinityScore(),
+    PodTopologySpreadScore(),
+    InterPodAffinityScore(),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """The pod's preferences over the feasible nodes: `totals` 0..100 per node, and each scorer's part
+    per node (as plugin results, next to the metric plugins')."""
+
+    totals: list[float]
+    parts: list[tuple[PluginResult, ...]]
+
+
+def score_preferences(
+    pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo], scorers: Sequence[Scorer] = DEFAULT_SCORERS
+) -> Preferences | None:
+    """The weighted average of the scorers that tell `nodes` apart; None when none does. A scorer giving
+    every node the same score cannot prefer one, and leaving it out keeps the others' weight against
+    load as the policy sets it."""
+    telling: list[tuple[Scorer, NodeScores]] = []
+    for scorer in scorers:
+        result = scorer.score(pod, cache, nodes)
+        if result is not None and len(set(result.scores)) > 1:
+            telling.append((scorer, result))
+    if not telling:
+        return None
+    weights = sum(scorer.weight for scorer, _ in telling)
+    totals = [
+        sum(scorer.weight * result.scores[index] for scorer, result in telling) / weights
+        for index in range(len(nodes))
+    ]
+    parts = [
+        tuple(
+            PluginResult(scorer.name, result.raw[index], result.scores[index]) for scorer, result in telling
+        )
+        for index in range(len(nodes))
+    ]
+    return Preferences(totals, parts)
+
+
+def blend(load: float, preference: float, weight: int) -> float:
+    """The node's total: its load score and its preference score, the preference counting `weight`
+    percent."""
+    return load + (preference - load) * weight / MAX_SCORE

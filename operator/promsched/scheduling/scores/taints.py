@@ -1,0 +1,32 @@
+"""PreferNoSchedule taints, as kube-scheduler's TaintToleration score: a node counts the
+PreferNoSchedule taints the pod does not tolerate (by its tolerations for that effect or for any), and
+the node with most scores 0, one with none 100."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from promsched.scheduling.nodes import PREFER_NO_SCHEDULE, NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.scores.normalizing import NodeScores, scaled_to_best
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+
+class TaintTolerationScore:
+    name = "TaintToleration"
+    weight = 3
+
+    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores:
+        tolerations = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
+        raw = [
+            sum(
+                1
+                for taint in node.taints
+                if taint.effect == PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in tolerations)
+            )
+            for node in nodes
+        ]
+        return scaled_to_best(raw, fewer_is_better=True)

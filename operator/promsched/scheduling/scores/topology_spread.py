@@ -1,0 +1,70 @@
+"""ScheduleAnyway topology spread constraints, as kube-scheduler's PodTopologySpread score.
+
+Each constraint counts the matching pods of the pod's namespace in a node's domain (on the node itself
+for the hostname key), as the filter counts them; the count is weighted by log(number of domains + 2)
+so that small topologies are not drowned by big ones, plus maxSkew - 1 to soften small differences.
+The node with fewest scores 100 (all fewest: all 100); nodes lacking a constraint's key score 0.
+System default spreading (constraints kube derives from Services and ReplicaSets) is not applied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.filters.topology_spread import carries_keys, domain_counts, matching_pods_per_node
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+HOSTNAME: Final = "kubernetes.io/hostname"
+
+
+class PodTopologySpreadScore:
+    name = "PodTopologySpread"
+    weight = 2
+
+    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
+        constraints = tuple(constraint for constraint in pod.spread_constraints if not constraint.hard)
+        if not constraints:
+            return None
+        scored = [node for node in nodes if carries_keys(node, constraints)]
+        per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
+        counts = domain_counts(pod, constraints, per_node, cache)
+        domain_weights = [
+            math.log(
+                (
+                    len(scored)
+                    if c.topology_key == HOSTNAME
+                    else len({n.labels[c.topology_key] for n in scored})
+                )
+                + 2
+            )
+            for c in constraints
+        ]
+        raw: list[int | None] = []  # None: the node lacks a key and is not scored
+        for node in nodes:
+            if not carries_keys(node, constraints):
+                raw.append(None)
+                continue
+            total = 0.0
+            for index, constraint in enumerate(constraints):
+                if constraint.topology_key == HOSTNAME:
+                    count = per_node[index][node.name]
+                else:
+                    count = counts[index].get(node.labels[constraint.topology_key], 0)
+                total += count * domain_weights[index] + constraint.max_skew - 1
+            raw.append(math.floor(total + 0.5))  # Go's math.Round, for these non-negative sums
+        present = [value for value in raw if value is not None]
+        lowest, highest = min(present, default=0), max(present, default=0)
+        scores = [
+            0.0
+            if value is None
+            else float(MAX_SCORE if highest == 0 else MAX_SCORE * (highest + lowest - value) // highest)
+            for value in raw
+        ]
+        return NodeScores([None if value is None else float(value) for value in raw], scores)

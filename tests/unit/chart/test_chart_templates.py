@@ -1,0 +1,430 @@
+"""What the chart renders, from `helm template`: the operator's arguments, the Pod Security Standard
+"restricted" settings, probes on the operator's endpoints, election-dependent objects, and the exact RBAC.
+The API server's view of the same manifests is tests/integration/test_chart.py."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from promsched.sandbox.components import bin_dir
+
+CHART = Path(__file__).parents[3] / "charts" / "promsched"
+HELM = bin_dir() / "helm"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+RELEASE, NAMESPACE, FULLNAME = "sched", "promsched-system", "sched-promsched"
+
+pytestmark = pytest.mark.skipif(not HELM.exists(), reason="helm is built by `promsched sandbox install`")
+
+Manifest = dict[tuple[str, str], dict[str, Any]]  # (kind, namespace/name) -> object
+
+
+def render(tmp_path: Path, values: dict[str, Any] | None = None) -> Manifest:
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump(values or {}))
+    command = [str(HELM), "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(file)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    objects: Manifest = {}
+    for document in yaml.safe_load_all(result.stdout):
+        if document:
+            metadata = document["metadata"]
+            key = (document["kind"], f"{metadata.get('namespace', '')}/{metadata['name']}")
+            assert key not in objects, f"{key} rendered twice"
+            objects[key] = document
+    return objects
+
+
+def deployment(objects: Manifest) -> dict[str, Any]:
+    return objects[("Deployment", f"{NAMESPACE}/{FULLNAME}")]
+
+
+def container(objects: Manifest) -> dict[str, Any]:
+    found: dict[str, Any] = deployment(objects)["spec"]["template"]["spec"]["containers"][0]
+    return found
+
+
+def test_pod_label_sets_are_distinct(tmp_path: Path) -> None:
+    # helm would keep only one of two equal keys, and the API server only warns about it.
+    objects = render(tmp_path)
+    labels = deployment(objects)["spec"]["template"]["metadata"]["labels"]
+    service = objects[("Service", f"{NAMESPACE}/{FULLNAME}")]
+
+    assert service["spec"]["selector"].items() <= labels.items()
+    test_pod = objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]
+    assert not service["spec"]["selector"].items() <= test_pod["metadata"]["labels"].items(), (
+        "the helm test pod must not become an endpoint of the Service"
+    )
+
+
+def kinds(objects: Manifest) -> list[str]:
+    return sorted({kind for kind, _ in objects})
+
+
+# --- image and arguments -------------------------------------------------------------------------
+
+
+def test_the_image_tag_defaults_to_the_app_version(tmp_path: Path) -> None:
+    assert container(render(tmp_path))["image"] == f"promsched:{APP_VERSION}"
+    tagged = {"image": {"repository": "registry.example/promsched", "tag": "1.2.3"}}
+    assert container(render(tmp_path, tagged))["image"] == "registry.example/promsched:1.2.3"
+    digest = "sha256:" + "a" * 64
+    assert container(render(tmp_path, {"image": {"digest": digest}}))["image"].endswith(f"@{digest}")
+
+
+def test_by_default_no_prometheus_host_is_allowed(tmp_path: Path) -> None:
+    # An empty --allowed-prometheus-hosts allows none; leaving the flag out would allow any.
+    assert "--allowed-prometheus-hosts=" in container(render(tmp_path))["args"]
+
+
+def test_the_allowlist_reaches_the_operator(tmp_path: Path) -> None:
+    values = {"prometheus": {"allowedHosts": ["prometheus-operated.monitoring.svc", "10.0.0.9"]}}
+
+    args = container(render(tmp_path, values))["args"]
+
+    assert "--allowed-prometheus-hosts=prometheus-operated.monitoring.svc,10.0.0.9" in args
+
+
+def test_the_default_policys_host_joins_the_allowlist(tmp_path: Path) -> None:
+    values = {
+        "prometheus": {"allowedHosts": ["other.example"]},
+        "defaultPolicy": {"enabled": True, "spec": {"prometheus": {"url": "https://prom.example:9443/x"}}},
+    }
+
+    args = container(render(tmp_path, values))["args"]
+
+    assert "--allowed-prometheus-hosts=other.example,prom.example" in args
+
+
+def test_allow_any_host_leaves_the_flag_out(tmp_path: Path) -> None:
+    args = container(render(tmp_path, {"prometheus": {"allowAnyHost": True}}))["args"]
+
+    assert not [arg for arg in args if arg.startswith("--allowed-prometheus-hosts")]
+
+
+def test_the_operator_listens_on_every_address_at_the_charts_port(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"port": 9100, "logLevel": "DEBUG"})
+    service = objects[("Service", f"{NAMESPACE}/{FULLNAME}")]
+
+    assert {"--listen=0.0.0.0:9100", "--log-level=DEBUG"} <= set(container(objects)["args"])
+    assert container(objects)["ports"] == [{"name": "http-metrics", "containerPort": 9100, "protocol": "TCP"}]
+    assert service["spec"]["ports"][0]["port"] == 9100
+    assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+
+
+# --- pod security and probes -------------------------------------------------------------------------
+
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def test_the_scheduler_and_test_pods_meet_the_restricted_standard(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+    pods = [
+        deployment(objects)["spec"]["template"]["spec"],
+        objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]["spec"],
+    ]
+    for pod in pods:
+        assert RESTRICTED_POD.items() <= pod["securityContext"].items()
+        assert pod["securityContext"]["runAsUser"] != 0
+        for each in pod["containers"]:
+            assert each["securityContext"] == RESTRICTED_CONTAINER
+        assert not [volume for volume in pod.get("volumes", []) if "hostPath" in volume]
+
+
+def test_probes_ask_the_operators_endpoints(tmp_path: Path) -> None:
+    probes = container(render(tmp_path))
+
+    assert probes["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert probes["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert probes["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    assert probes["livenessProbe"]["failureThreshold"] == 3
+
+
+def test_placement_values_reach_the_pod(tmp_path: Path) -> None:
+    values = {
+        "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        "priorityClassName": "system-cluster-critical",
+        "resources": {"requests": {"cpu": "250m"}},
+    }
+
+    pod = deployment(render(tmp_path, values))["spec"]["template"]["spec"]
+
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+        assert pod[key] == values[key]
+    assert pod["containers"][0]["resources"]["requests"]["cpu"] == "250m"
+
+
+# --- replicas and leader election ----------------------------------------------------------------
+
+
+def lease_role(objects: Manifest) -> dict[str, Any] | None:
+    return objects.get(("Role", f"{NAMESPACE}/{FULLNAME}-leader-election"))
+
+
+def test_one_replica_runs_alone_and_is_recreated_on_update(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+
+    assert deployment(objects)["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [arg for arg in container(objects)["args"] if "lease" in arg or "leader" in arg]
+    assert "PodDisruptionBudget" not in kinds(objects)
+    assert lease_role(objects) is None
+
+
+def test_several_replicas_elect_a_leader_and_keep_one_through_disruptions(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"replicas": 3})
+
+    assert deployment(objects)["spec"]["replicas"] == 3
+    assert deployment(objects)["spec"]["strategy"]["type"] == "RollingUpdate"
+    args = container(objects)["args"]
+    assert {"--leader-elect", f"--lease-namespace={NAMESPACE}", f"--lease-name={FULLNAME}"} <= set(args)
+    budget = objects[("PodDisruptionBudget", f"{NAMESPACE}/{FULLNAME}")]
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= (
+        deployment(objects)["spec"]["template"]["metadata"]["labels"].items()
+    )
+    role = lease_role(objects)
+    assert role is not None
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [FULLNAME],
+            "verbs": ["get", "update"],
+        },
+    ]
+
+
+def test_one_replica_may_elect_to_roll_updates_without_a_budget(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"leaderElection": {"enabled": True, "leaseName": "mine"}})
+
+    assert deployment(objects)["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert "--lease-name=mine" in container(objects)["args"]
+    assert "PodDisruptionBudget" not in kinds(objects)
+    role = lease_role(objects)
+    assert role is not None
+    assert role["rules"][1]["resourceNames"] == ["mine"]
+
+
+# --- RBAC -----------------------------------------------------------------------------------------
+
+
+def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    return {
+        (group, resource, verb, tuple(rule.get("resourceNames", ())))
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+READS = {
+    ("", "pods", "get", ()),
+    ("", "pods", "list", ()),
+    ("", "pods", "watch", ()),
+    ("", "nodes", "get", ()),
+    ("", "nodes", "list", ()),
+    ("", "nodes", "watch", ()),
+    ("promsched.io", "schedulingpolicies", "get", ()),
+    ("promsched.io", "schedulingpolicies", "list", ()),
+    ("promsched.io", "schedulingpolicies", "watch", ()),
+    ("promsched.io", "schedulingpolicies/status", "patch", ()),
+}
+WRITES = {
+    ("", "pods/binding", "create", ()),
+    ("", "pods/status", "patch", ()),
+    ("", "events", "create", ()),
+}
+
+
+def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_status(
+    tmp_path: Path,
+) -> None:
+    objects = render(tmp_path)
+    role = objects[("ClusterRole", f"/{FULLNAME}")]
+    binding = objects[("ClusterRoleBinding", f"/{FULLNAME}")]
+
+    assert grants(role["rules"]) == READS | WRITES
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": FULLNAME,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+    assert not [key for key in objects if key[0] in ("Role", "RoleBinding")]
+
+
+def test_namespaces_move_the_writes_into_roles_of_those_namespaces(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"namespaces": ["team-a", "team-b"]})
+
+    assert grants(objects[("ClusterRole", f"/{FULLNAME}")]["rules"]) == READS
+    for namespace in ("team-a", "team-b"):
+        assert grants(objects[("Role", f"{namespace}/{FULLNAME}-scheduling")]["rules"]) == WRITES
+        binding = objects[("RoleBinding", f"{namespace}/{FULLNAME}-scheduling")]
+        assert binding["subjects"][0]["namespace"] == NAMESPACE
+    assert {"--namespace=team-a", "--namespace=team-b"} <= set(container(objects)["args"])
+
+
+def test_secrets_are_readable_by_name_only_and_only_those_listed(tmp_path: Path) -> None:
+    values = {
+        "prometheus": {
+            "secretRefs": [
+                {"namespace": "monitoring", "name": "prometheus-token"},
+                {"namespace": "monitoring", "name": "prometheus-ca"},
+                {"namespace": "observability", "name": "basic-auth"},
+            ]
+        },
+        "defaultPolicy": {
+            "enabled": True,
+            "spec": {
+                "prometheus": {
+                    "url": "http://prometheus:9090",
+                    "auth": {
+                        "bearerToken": {"namespace": "monitoring", "name": "prometheus-token", "key": "t"},
+                        "ca": {"namespace": "vault", "name": "ca-bundle", "key": "ca.crt"},
+                    },
+                }
+            },
+        },
+    }
+
+    objects = render(tmp_path, values)
+
+    readable = {
+        key[1].split("/")[0]: grants(role["rules"])
+        for key, role in objects.items()
+        if key[0] == "Role" and key[1].endswith("-secrets")
+    }
+    assert readable == {
+        "monitoring": {
+            ("", "secrets", "get", ("prometheus-ca", "prometheus-token")),
+        },
+        "observability": {("", "secrets", "get", ("basic-auth",))},
+        "vault": {("", "secrets", "get", ("ca-bundle",))},
+    }
+    assert not [g for g in grants(objects[("ClusterRole", f"/{FULLNAME}")]["rules"]) if g[1] == "secrets"]
+
+
+def test_rbac_and_service_account_can_be_left_to_the_cluster_admin(tmp_path: Path) -> None:
+    objects = render(
+        tmp_path, {"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "given"}}
+    )
+
+    assert not {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} & set(
+        kinds(objects)
+    )
+    assert deployment(objects)["spec"]["template"]["spec"]["serviceAccountName"] == "given"
+
+
+def test_only_the_scheduler_pods_mount_the_service_accounts_token(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+
+    assert objects[("ServiceAccount", f"{NAMESPACE}/{FULLNAME}")]["automountServiceAccountToken"] is False
+    assert deployment(objects)["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]["spec"]["automountServiceAccountToken"] is False
+
+
+# --- optional objects ----------------------------------------------------------------------------
+
+
+def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:
+    assert kinds(render(tmp_path)) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Pod",  # the helm test hook
+        "Service",
+        "ServiceAccount",
+    ]
+
+
+def test_the_service_monitor_scrapes_the_metrics_port_of_this_releases_service(tmp_path: Path) -> None:
+    values = {"serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kps"}}}
+    objects = render(tmp_path, values)
+    monitor = objects[("ServiceMonitor", f"{NAMESPACE}/{FULLNAME}")]
+    service = objects[("Service", f"{NAMESPACE}/{FULLNAME}")]
+
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "http-metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+    ]
+
+
+def test_the_network_policy_opens_only_the_metrics_port_and_admits_the_test_pod(tmp_path: Path) -> None:
+    monitoring = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    api_server = {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 443, "protocol": "TCP"}]}
+    values = {
+        "networkPolicy": {
+            "enabled": True,
+            "metricsFrom": [monitoring],
+            "restrictEgress": True,
+            "egress": [api_server],
+        }
+    }
+    objects = render(tmp_path, values)
+    policy = objects[("NetworkPolicy", f"{NAMESPACE}/{FULLNAME}")]["spec"]
+    test_pod = objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]
+
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    [ingress] = policy["ingress"]
+    assert ingress["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    assert ingress["from"][0] == monitoring
+    assert ingress["from"][1]["podSelector"]["matchLabels"].items() <= test_pod["metadata"]["labels"].items()
+    assert {53} == {port["port"] for port in policy["egress"][0]["ports"]}
+    assert policy["egress"][1] == api_server
+
+
+def test_the_default_policy_is_rendered_from_values(tmp_path: Path) -> None:
+    spec = {
+        "schedulerName": "load-aware",
+        "prometheus": {"url": "http://prometheus:9090"},
+        "plugins": [{"name": "cpu", "weight": 1, "timeRange": "5m"}],
+    }
+    objects = render(tmp_path, {"defaultPolicy": {"enabled": True, "name": "cluster-default", "spec": spec}})
+    policy = objects[("SchedulingPolicy", "/cluster-default")]
+
+    assert policy["apiVersion"] == "promsched.io/v1alpha1"
+    assert policy["spec"]["schedulerName"] == "load-aware"
+    assert policy["spec"]["plugins"] == spec["plugins"]  # lists replace the chart's
+    # Maps merge over the chart's default spec: its keys stay unless set to null.
+    assert policy["spec"]["prometheus"] == {"url": "http://prometheus:9090", "timeout": "5s"}
+
+
+def test_the_helm_test_asks_the_operator_through_its_service(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"port": 9100})
+    test_pod = objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]
+
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert test_pod["spec"]["restartPolicy"] == "Never"
+    [check] = test_pod["spec"]["containers"]
+    assert check["image"] == container(objects)["image"]
+    assert check["command"][:2] == ["python", "-c"]
+    assert check["command"][-1] == f"http://{FULLNAME}.{NAMESPACE}.svc:9100"
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert f'"{path}"' in check["command"][2]
+
+
+def test_the_grafana_dashboard_ships_the_charts_json(tmp_path: Path) -> None:
+    objects = render(tmp_path, {"grafanaDashboard": {"enabled": True}})
+    dashboard = objects[("ConfigMap", f"{NAMESPACE}/{FULLNAME}-dashboard")]
+
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["data"]["promsched.json"] == (
+        CHART / "dashboards" / "promsched.json"
+    ).read_text().rstrip("\n")
