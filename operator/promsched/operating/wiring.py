@@ -1,7 +1,8 @@
 """The one module that imports Kopf: it wires watch events into the scheduler and runs the operator.
 
 Pods and nodes are followed with `@kopf.on.event` only, so Kopf writes nothing on them (no
-annotations, no finalizers); SchedulingPolicies too, since the scheduler tracks generations itself.
+annotations, no finalizers); SchedulingPolicies too, since the scheduler tracks generations itself, and
+namespaces, claims, volumes and storage classes, which placement rules read.
 """
 
 from __future__ import annotations
@@ -166,6 +167,27 @@ async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
     await _current().scheduler.on_policy(_kind(event), event["object"])
+
+
+# What inter-pod rules (namespace selectors) and volume filters read besides pods and nodes.
+@kopf.on.event("", "v1", "namespaces")
+async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:
+    _current().scheduler.on_namespace(_kind(event), event["object"])
+
+
+@kopf.on.event("", "v1", "persistentvolumeclaims")
+async def claim_event(event: kopf.RawEvent, **_: Any) -> None:
+    _current().scheduler.on_claim(_kind(event), event["object"])
+
+
+@kopf.on.event("", "v1", "persistentvolumes")
+async def volume_event(event: kopf.RawEvent, **_: Any) -> None:
+    _current().scheduler.on_volume(_kind(event), event["object"])
+
+
+@kopf.on.event("storage.k8s.io", "v1", "storageclasses")
+async def storage_class_event(event: kopf.RawEvent, **_: Any) -> None:
+    _current().scheduler.on_storage_class(_kind(event), event["object"])
 
 
 def run(options: RunOptions) -> None:

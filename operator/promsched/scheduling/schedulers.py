@@ -50,6 +50,7 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
 from promsched.scheduling.recording import PolicyStatus, condition
+from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,28 @@ class _PolicyObserver(RefreshObserver):
             if age is not None:
                 telemetry.metric_age.labels(self.runtime.name, plugin).set(age)
         self.scheduler.update_conditions(self.runtime)
+
+
+def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
+    """Whether a pod newly running on a node may make `waiting` fit, as kube's queueing hints judge
+    it: the pod is what one of its required affinity terms looks for, or one its spreading counts."""
+    namespace_labels = cache.labels_of_namespace(placed.namespace)
+    if any(
+        term.matches(placed.namespace, placed.labels, namespace_labels)
+        for term in waiting.pod_affinity.required
+    ):
+        return True
+    return placed.namespace == waiting.namespace and any(
+        constraint.selector.matches(placed.labels) for constraint in waiting.spread_constraints
+    )
+
+
+def _has_interpod_rules(waiting: PodInfo) -> bool:
+    return bool(waiting.pod_affinity or waiting.spread_constraints)
+
+
+def _uses_claims(waiting: PodInfo) -> bool:
+    return bool(waiting.claims)
 
 
 def _compact_decision(outcome: Outcome) -> str:
@@ -183,14 +206,66 @@ class Scheduler:
         except PodSpecError as error:
             self._refuse_malformed(obj, str(error))
             return
-        if self.cache.observe_pod(pod):
-            self.queue.move_all_to_active("pod finished")
+        self._observe(pod)
         if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
             self.pending.pop(uid, None)
             self.queue.remove(uid)
             return
         self.pending[uid] = pod
         self._enqueue(pod)
+
+    def _observe(self, pod: PodInfo) -> None:
+        """Account the pod in the cache, and give parked pods the change may help another try."""
+        previous = self.cache.counted.get(pod.uid)
+        was_assumed = pod.uid in self.cache.assumed
+        if self.cache.observe_pod(pod):
+            self.queue.move_all_to_active("pod finished")
+            return
+        if not pod.node_name or pod.is_terminal:
+            return
+        if previous is None or was_assumed:
+            cache = self.cache
+            self.queue.move_all_to_active(
+                "pod placed", only=lambda waiting: _placement_may_help(waiting, pod, cache)
+            )
+        elif previous[1].labels != pod.labels:
+            self.queue.move_all_to_active("pod relabelled", only=_has_interpod_rules)
+
+    def on_namespace(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        name = metadata.get("name", "")
+        if event_type == "DELETED":
+            self.cache.remove_namespace(name)
+        elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
+            self.queue.move_all_to_active("namespace relabelled", only=_has_interpod_rules)
+
+    def on_claim(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+        if event_type == "DELETED":
+            self.cache.remove_claim(namespace, name)
+            return
+        if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
+            self.queue.move_all_to_active(
+                "claim changed",
+                only=lambda waiting: (
+                    waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
+                ),
+            )
+
+    def on_volume(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if event_type == "DELETED":
+            self.cache.remove_volume(name)
+        elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
+            self.queue.move_all_to_active("volume changed", only=_uses_claims)
+
+    def on_storage_class(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if event_type == "DELETED":
+            self.cache.remove_storage_class(name)
+        elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
+            self.queue.move_all_to_active("storage class changed", only=_uses_claims)
 
     def _enqueue(self, pod: PodInfo) -> None:
         runtime = self.owners.get(pod.scheduler_name)
@@ -447,7 +522,14 @@ class Scheduler:
             self._unschedulable(entry, runtime, None, message)
             return None
         started = time.perf_counter()
-        outcome = decide(pod, self.cache, runtime.refresher.latest, filters=self.filters, rng=self.rng)
+        outcome = decide(
+            pod,
+            self.cache,
+            runtime.refresher.latest,
+            filters=self.filters,
+            rng=self.rng,
+            preference_weight=runtime.policy.spec.placement_preferences.weight,
+        )
         telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
         decision = self._decision(entry, runtime, outcome)
         if runtime.policy.spec.mode is Mode.SHADOW:
