@@ -763,6 +763,17 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _revision() -> dict[str, Any]:
+    """The commit measured, and the files of the package that differed from it when the run started."""
+
+    def git(*args: str) -> str:
+        result = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        return result.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "operator")
+    return {"commit": git("rev-parse", "HEAD"), "changed": [line[3:] for line in changed.splitlines()]}
+
+
 def _machine() -> dict[str, Any]:
     model = ""
     with contextlib.suppress(OSError):
@@ -786,6 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "kubernetes": SANDBOX_RELEASE,
         "machine": _machine(),
+        "revision": _revision(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "node_counts": [],
     }

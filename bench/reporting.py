@@ -221,12 +221,15 @@ def _table(runs: list[Run], ratios: list[tuple[str, Run, Run]]) -> list[str]:
 def markdown(results: dict[str, Any]) -> str:
     settings = results["settings"]
     machine = results["machine"]
+    revision = results.get("revision", {})
     lines = [
         "# promsched benchmark",
         "",
         f"Run {results['started']} on {machine['cpus']} CPU(s) ({machine['cpu_model']}), Python "
         f"{machine['python']}, Kubernetes {results['kubernetes']}; total wall time "
-        f"{results.get('wall_s', 0) / 60:.1f} min.",
+        f"{results.get('wall_s', 0) / 60:.1f} min. Commit {revision.get('commit', '?')[:12]}"
+        f"{' with uncommitted changes in ' if revision.get('changed') else ''}"
+        f"{', '.join(revision.get('changed', []))}.",
         "",
         f"Each run: {settings['pods']} pods (requests cpu {settings['pod_requests']['cpu']}, memory "
         f"{settings['pod_requests']['memory']}), created at {settings['rate']:g} pods/s (`rate`) or all at "

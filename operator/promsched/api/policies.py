@@ -450,8 +450,9 @@ class PlacementPreferences(_SpecModel):
         "are preferred node affinity, PreferNoSchedule taints, ScheduleAnyway topology spread constraints "
         "and preferred inter-pod (anti-)affinity, each scored 0..100 on the feasible nodes as "
         "kube-scheduler scores it and averaged with kube's plugin weights (TaintToleration 3, the others "
-        "2). Only preferences that tell the feasible nodes apart count; a pod without any is ranked by load "
-        "alone. 0 ignores preferences; 100 ranks by preferences alone.",
+        "2). Only preferences that tell the feasible nodes apart count: a pod without preferred affinities "
+        "or soft spreading, among nodes without PreferNoSchedule taints, is ranked by load alone. 0 ignores "
+        "preferences; 100 ranks by preferences alone.",
     )
 
 

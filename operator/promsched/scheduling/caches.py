@@ -52,10 +52,13 @@ class ClusterCache:
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.
     label_index: dict[str, dict[str, set[str]]] = field(default_factory=dict)
-    # uid -> node of counted pods with required anti-affinity, and with any inter-pod term at all
-    # (kube's PodsWithRequiredAntiAffinity and PodsWithAffinity).
-    with_required_anti_affinity: dict[str, str] = field(default_factory=dict)
-    with_affinity: dict[str, str] = field(default_factory=dict)
+    # Counted pods with required anti-affinity (they keep matching pods out of their domains), by a label
+    # a pod must carry for one of their terms to match it: (key, value) -> uids. Under None, the pods
+    # with a term that requires no label value.
+    repelling: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)
+    # uid -> node of counted pods with terms that weigh in other pods' scores: required affinity and
+    # preferred terms.
+    with_scored_terms: dict[str, str] = field(default_factory=dict)
     # (namespace, claim) -> how many counted pods name it in a persistentVolumeClaim volume.
     claim_users: Counter[tuple[str, str]] = field(default_factory=Counter)
     namespace_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
@@ -87,10 +90,11 @@ class ClusterCache:
         self.node_pods.setdefault(node, {})[uid] = pod
         for key, value in pod.labels.items():
             self.label_index.setdefault(key, {}).setdefault(value, set()).add(uid)
-        if pod.pod_affinity:
-            self.with_affinity[uid] = node
-            if pod.pod_affinity.required_anti:
-                self.with_required_anti_affinity[uid] = node
+        for label in _repelled_labels(pod):
+            self.repelling.setdefault(label, set()).add(uid)
+        terms = pod.pod_affinity
+        if terms.required or terms.preferred or terms.preferred_anti:
+            self.with_scored_terms[uid] = node
         self.claim_users.update(_named_claims(pod))
 
     def _uncount(self, uid: str) -> str | None:
@@ -113,8 +117,13 @@ class ClusterCache:
                 del by_value[value]
                 if not by_value:
                     del self.label_index[key]
-        self.with_affinity.pop(uid, None)
-        self.with_required_anti_affinity.pop(uid, None)
+        self.with_scored_terms.pop(uid, None)
+        for label in _repelled_labels(pod):
+            repelled = self.repelling.get(label)
+            if repelled is not None:
+                repelled.discard(uid)
+                if not repelled:
+                    del self.repelling[label]
         for claim in _named_claims(pod):
             self.claim_users[claim] -= 1
             if self.claim_users[claim] <= 0:
@@ -160,6 +169,14 @@ class ClusterCache:
             node, pod = counted[uid]
             if selector.matches(pod.labels):
                 yield node, pod
+
+    def pods_that_may_repel(self, labels: Mapping[str, str]) -> set[str]:
+        """The uids of counted pods with a required anti-affinity term a pod with `labels` may match;
+        the terms of all other pods need a label value it does not have."""
+        found = set(self.repelling.get(None, ()))
+        for label in labels.items():
+            found.update(self.repelling.get(label, ()))
+        return found
 
     def labels_of_namespace(self, namespace: str) -> Mapping[str, str]:
         return self.namespace_labels.get(namespace, _NO_LABELS)
@@ -246,6 +263,22 @@ class ClusterCache:
         cpu_percent = 100.0 * cpu / allocatable.milli_cpu if allocatable.milli_cpu else 0.0
         memory_percent = 100.0 * memory / allocatable.memory if allocatable.memory else 0.0
         return cpu_percent, memory_percent
+
+
+def _repelled_labels(pod: PodInfo) -> list[tuple[str, str] | None]:
+    """Where `ClusterCache.repelling` files the pod: for each required anti-affinity term, the values of
+    its first required label, or None for a term that requires none."""
+    labels: list[tuple[str, str] | None] = []
+    for term in pod.pod_affinity.required_anti:
+        if term.selector.selects_nothing:
+            continue
+        required = term.selector.equality_keys()
+        if required:
+            key, values = required[0]
+            labels.extend((key, value) for value in values)
+        else:
+            labels.append(None)
+    return labels
 
 
 def _named_claims(pod: PodInfo) -> list[tuple[str, str]]:

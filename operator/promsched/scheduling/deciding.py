@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT, BuiltinPlugin
 from promsched.metrics.scoring import NodeResult, score_nodes
@@ -89,12 +89,13 @@ def with_preferences(
     if preferences is None:
         return ranked
     return [
-        replace(
-            result,
-            total=blend(result.total, preferences.totals[index], weight),
-            plugins=result.plugins + preferences.parts[index],
+        NodeResult(
+            result.node,
+            blend(result.total, total, weight),
+            result.plugins + parts,
+            result.reasons,
         )
-        for index, result in enumerate(ranked)
+        for result, total, parts in zip(ranked, preferences.totals, preferences.parts, strict=True)
     ]
 
 
@@ -118,7 +119,9 @@ def decide(
     failed: list[tuple[str, str]] = []
     feasible: list[str] = []
     for name, node in cache.nodes.items():
-        reason = run_filters(pod, node, cache.usage_of(name), filters) or run_checks(node, checks)
+        reason = run_filters(pod, node, cache.usage_of(name), filters)
+        if reason is None and checks:
+            reason = run_checks(node, checks)
         if reason is None:
             feasible.append(name)
         else:

@@ -15,7 +15,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -59,6 +59,9 @@ DECISION_ANNOTATION = "promsched.io/decision"
 STATUS_WRITE_INTERVAL = 1.0
 SHADOWED_KEPT = 10_000
 TOP_NODES = 3
+# What status.lastDecision.topNodes[].plugins holds: the policy's up to 20 plugins. Placement
+# preferences follow them and are left out of the status (not of the annotation) past that.
+PLUGINS_SHOWN = 20
 
 
 class Sender(Protocol):
@@ -558,7 +561,10 @@ class Scheduler:
             latency_ms=max(0.0, (self.queue.clock() - entry.added_at) * 1000.0),
             generation=policy.generation,
             mode=policy.spec.mode,
-            top_nodes=[result.to_api() for result in outcome.ranked[:TOP_NODES]],
+            top_nodes=[
+                replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
+                for result in outcome.ranked[:TOP_NODES]
+            ],
             filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
         )
 

@@ -239,6 +239,60 @@ async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler:
     assert scheduler.cache.usage_of("busy").pods == 1
 
 
+async def test_a_gated_pod_is_queued_once_its_gates_are_lifted(scheduler: Scheduler) -> None:
+    scheduler.on_pod("ADDED", pod("gated", schedulingGates=[{"name": "wait"}]))
+    assert len(scheduler.queue) == 0
+    scheduler.on_pod("MODIFIED", pod("gated"))
+    assert "uid-gated" in scheduler.queue.entries
+
+
+PREFERS_BUSY = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 1,
+                "preference": {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["busy"]}
+                    ]
+                },
+            }
+        ]
+    }
+}
+
+
+async def scheduler_with(sender: FakeSender, **spec: Any) -> Scheduler:
+    scheduler = Scheduler(sender, rng=random.Random(7))
+    for name in ("busy", "idle", "mid"):
+        scheduler.on_node("ADDED", node(name))
+    await scheduler.on_policy("ADDED", policy(**spec))
+    return scheduler
+
+
+@pytest.mark.parametrize(("weight", "chosen"), [(0, "idle"), (100, "busy")])
+async def test_the_policys_preference_weight_sets_what_preferences_count(
+    sender: FakeSender, weight: int, chosen: str
+) -> None:
+    scheduler = await scheduler_with(sender, placementPreferences={"weight": weight})
+    scheduler.on_pod("ADDED", pod("web", affinity=PREFERS_BUSY))
+    await cycle(scheduler)
+    [binding] = sender.bodies("/pods/web/binding")
+    assert binding["target"]["name"] == chosen
+
+
+async def test_preferences_past_twenty_plugins_stay_out_of_the_status_only(sender: FakeSender) -> None:
+    plugins = [{"name": "cpu"}, *({"name": f"custom{index}", "query": "up"} for index in range(19))]
+    scheduler = await scheduler_with(sender, plugins=plugins)
+    scheduler.on_pod("ADDED", pod("web", affinity=PREFERS_BUSY))
+    await cycle(scheduler)
+    [binding] = sender.bodies("/pods/web/binding")
+    annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
+    assert "NodeAffinity" in annotation["top"][0]["plugins"]
+    shown = scheduler.policies["p"].status.decisions[-1].top_nodes[0].plugins
+    assert [plugin.name for plugin in shown] == [plugin["name"] for plugin in plugins]
+
+
 async def test_the_younger_of_two_policies_for_one_name_is_in_conflict(scheduler: Scheduler) -> None:
     await scheduler.on_policy("ADDED", policy("younger", created="2026-06-01T00:00:00Z"))
     younger = scheduler.policies["younger"]

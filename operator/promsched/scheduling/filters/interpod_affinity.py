@@ -118,10 +118,11 @@ class InterPodAffinity:
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> InterPodAffinityCheck | None:
         nodes = cache.nodes
         state = InterPodAffinityCheck(pod, cache)
-        for uid, node_name in cache.with_required_anti_affinity.items():
+        for uid in cache.pods_that_may_repel(pod.labels):
+            node_name, other = cache.counted[uid]
             node = nodes.get(node_name)
             if node is not None:
-                state.count_existing_anti_affinity(cache.counted[uid][1], node, 1)
+                state.count_existing_anti_affinity(other, node, 1)
         if not (state.affinity_terms or state.anti_terms or state.existing_anti_counts):
             return None
         if state.affinity_terms:

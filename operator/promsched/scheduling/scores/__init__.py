@@ -71,17 +71,15 @@ def score_preferences(
     if not telling:
         return None
     weights = sum(scorer.weight for scorer, _ in telling)
-    totals = [
-        sum(scorer.weight * result.scores[index] for scorer, result in telling) / weights
-        for index in range(len(nodes))
+    totals = [0.0] * len(nodes)
+    for scorer, result in telling:
+        share = scorer.weight / weights
+        totals = [total + share * score for total, score in zip(totals, result.scores, strict=True)]
+    per_scorer = [
+        [PluginResult(scorer.name, raw, score) for raw, score in zip(result.raw, result.scores, strict=True)]
+        for scorer, result in telling
     ]
-    parts = [
-        tuple(
-            PluginResult(scorer.name, result.raw[index], result.scores[index]) for scorer, result in telling
-        )
-        for index in range(len(nodes))
-    ]
-    return Preferences(totals, parts)
+    return Preferences(totals, list(zip(*per_scorer, strict=True)))
 
 
 def blend(load: float, preference: float, weight: int) -> float:

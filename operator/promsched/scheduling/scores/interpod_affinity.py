@@ -59,7 +59,7 @@ class InterPodAffinityScore:
                 ):
                     weights.add(term, node, sign * weighted.weight)
         own_namespace = cache.labels_of_namespace(pod.namespace)
-        for uid, node_name in cache.with_affinity.items():
+        for uid, node_name in cache.with_scored_terms.items():
             node = known.get(node_name)
             if node is None:
                 continue
@@ -77,5 +77,5 @@ class InterPodAffinityScore:
         raw = [weights.of(node) for node in nodes]
         lowest, highest = min(raw, default=0), max(raw, default=0)
         spread = highest - lowest
-        scores = [float(int(MAX_SCORE * (value - lowest) / spread)) if spread > 0 else 0.0 for value in raw]
+        scores = [float(int(MAX_SCORE * ((value - lowest) / spread))) if spread > 0 else 0.0 for value in raw]
         return NodeScores([float(value) for value in raw], scores)

@@ -1,0 +1,355 @@
+"""Placement rules honoured on the sandbox, side by side with the real kube-scheduler where it can run.
+
+The sandbox's nodes node-0 .. node-5 are in zones zone-a, zone-b, zone-c, round robin (node-0 and node-3
+in zone-a, node-1 and node-4 in zone-b, node-2 and node-5 in zone-c). Node loads come from
+tests/fixtures/profiles.yaml: node-1 is the least loaded, node-0 the busiest.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.launching import Supervisor
+from support.clusters import Cluster
+from support.polling import eventually
+
+pytestmark = pytest.mark.e2e
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = {
+    "node-0": "zone-a",
+    "node-1": "zone-b",
+    "node-2": "zone-c",
+    "node-3": "zone-a",
+    "node-4": "zone-b",
+    "node-5": "zone-c",
+}
+CPU = [{"name": "cpu", "weight": 1, "timeRange": "1m"}]
+# Every node scores the same: node_uname_info is 1 for each, on a 0..2 scale.
+EQUAL_LOAD = [
+    {
+        "name": "same",
+        "weight": 1,
+        "timeRange": "0s",
+        "query": 'max by (nodename) (node_uname_info{job="sandbox-nodes"})',
+        "nodeLabel": "nodename",
+        "normalization": {"type": "Absolute", "min": 0, "max": 2},
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(sandbox: Sandbox) -> Iterator[str]:
+    """The sandbox's own kube-scheduler, serving a scheduler name of its own; yields that name."""
+    name = f"kube-scheduler-{uuid.uuid4().hex[:6]}"
+    config = sandbox.directory / f"{name}.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(sandbox.kubeconfig)},
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": name}],
+            }
+        )
+    )
+    supervisor = Supervisor(sandbox.directory)
+    supervisor.spawn(name, [sandbox.binary("kube-scheduler"), f"--config={config}", "--secure-port=0"])
+    try:
+        yield name
+    finally:
+        supervisor.stop(name)
+        config.unlink(missing_ok=True)
+
+
+def pod(
+    cluster: Cluster, name: str, labels: dict[str, str], scheduler: str = "", cpu: str = "100m", **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels},
+        "spec": {
+            "schedulerName": scheduler or cluster.scheduler_name,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def create(cluster: Cluster, *documents: dict[str, Any]) -> None:
+    cluster.sandbox.kubectl(
+        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(documents)})
+    )
+
+
+def in_nodes(key: str, *values: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def placement(cluster: Cluster, prefix: str) -> dict[str, str | None]:
+    return {name: node for name, node in cluster.node_of().items() if name.startswith(prefix)}
+
+
+def failed_scheduling(cluster: Cluster, pod_name: str) -> str:
+    messages = [e["message"] for e in cluster.events(pod_name) if e["reason"] == "FailedScheduling"]
+    return messages[-1] if messages else ""
+
+
+def without_preemption(message: str) -> str:
+    """kube's text up to its preemption report, which promsched's differs from."""
+    return message.split(" preemption:")[0]
+
+
+def replicas(
+    cluster: Cluster, prefix: str, count: int, scheduler: str = "", **spec: Any
+) -> list[dict[str, Any]]:
+    labels = {"app": prefix}
+    return [pod(cluster, f"{prefix}-{index}", labels, scheduler, **spec) for index in range(count)]
+
+
+def anti_affinity_on(key: str, app: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_required_anti_affinity_puts_replicas_on_distinct_nodes_and_the_fourth_pending(
+    cluster: Cluster, kube_scheduler: str
+) -> None:
+    cluster.policy(CPU)
+    three_nodes = in_nodes(HOSTNAME, "node-0", "node-1", "node-3")
+    expected = (
+        "0/6 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, "
+        "3 node(s) didn't match pod anti-affinity rules."
+    )
+    messages = {}
+    for scheduler, prefix in ((cluster.scheduler_name, "ours"), (kube_scheduler, "kube")):
+        affinity = {"nodeAffinity": three_nodes, **anti_affinity_on(HOSTNAME, prefix)}
+        create(cluster, *replicas(cluster, prefix, 4, scheduler, affinity=affinity))
+        placed = eventually(
+            lambda prefix=prefix: placement(cluster, prefix),
+            lambda p: sum(1 for node in p.values() if node) == 3,
+            what=f"three {prefix} replicas bound",
+        )
+        assert sorted(node for node in placed.values() if node) == ["node-0", "node-1", "node-3"]
+        [pending] = [name for name, node in placed.items() if not node]
+        messages[prefix] = eventually(
+            lambda pending=pending: failed_scheduling(cluster, pending),
+            bool,
+            what=f"{prefix} FailedScheduling",
+        )
+    assert without_preemption(messages["kube"]) == expected
+    # promsched says nothing of preemption: the replicas all have the same priority.
+    assert messages["ours"] == expected
+
+
+def test_zone_spread_with_max_skew_one_over_two_zones(cluster: Cluster, kube_scheduler: str) -> None:
+    cluster.policy(CPU)
+    two_zones = {"nodeAffinity": in_nodes(ZONE, "zone-a", "zone-b")}
+    for scheduler, prefix in ((cluster.scheduler_name, "ours"), (kube_scheduler, "kube")):
+        spread = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": prefix}},
+            }
+        ]
+        create(
+            cluster,
+            *replicas(cluster, prefix, 5, scheduler, affinity=two_zones, topologySpreadConstraints=spread),
+        )
+        placed = eventually(
+            lambda prefix=prefix: placement(cluster, prefix),
+            lambda p: all(p.values()) and len(p) == 5,
+            what=f"five {prefix} replicas bound",
+        )
+        per_zone = Counter(ZONES[node] for node in placed.values() if node)
+        assert sorted(per_zone.items(), key=lambda item: item[1]) in (
+            [("zone-a", 2), ("zone-b", 3)],
+            [("zone-b", 2), ("zone-a", 3)],
+        ), (scheduler, per_zone)
+
+
+def test_preferred_affinity_moves_placement_when_load_is_equal(cluster: Cluster) -> None:
+    cluster.policy(EQUAL_LOAD)
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["node-5"]}]}
+    preferred = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": term}]
+        }
+    }
+    create(cluster, *replicas(cluster, "pref", 3, affinity=preferred))
+    placed = eventually(
+        lambda: placement(cluster, "pref"), lambda p: len(p) == 3 and all(p.values()), what="bound"
+    )
+    assert set(placed.values()) == {"node-5"}
+    annotation = json.loads(
+        next(p for p in cluster.pods() if p["metadata"]["name"] == "pref-0")["metadata"]["annotations"][
+            "promsched.io/decision"
+        ]
+    )
+    assert annotation["top"][0]["plugins"] == {"same": 50.0, "NodeAffinity": 100.0}
+
+
+def test_a_pod_with_a_local_volume_lands_on_the_volumes_node(
+    sandbox: Sandbox, cluster: Cluster, kube_scheduler: str
+) -> None:
+    cluster.policy(CPU)
+    volume = f"local-{cluster.namespace}"
+    waiting_class = f"wait-{cluster.namespace}"
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["node-4"]}]}
+    documents = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "local": {"path": "/mnt/data"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            },
+        },
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": waiting_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    ]
+    claims = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                **spec,
+            },
+        }
+        for name, spec in (
+            ("data", {"storageClassName": "", "volumeName": volume}),
+            ("later", {"storageClassName": waiting_class}),
+        )
+    ]
+    try:
+        create(cluster, *documents, *claims)
+        eventually(
+            lambda: json.loads(
+                sandbox.kubectl("get", "pvc", "data", "-n", cluster.namespace, "-o", "json").stdout
+            )["status"].get("phase"),
+            lambda phase: phase == "Bound",
+            what="the claim bound to the local volume",
+        )
+        uses = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        create(
+            cluster,
+            pod(cluster, "ours", {"app": "ours"}, volumes=uses),
+            pod(cluster, "kube", {"app": "kube"}, kube_scheduler, volumes=uses),
+            pod(
+                cluster,
+                "waits",
+                {"app": "waits"},
+                volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "later"}}],
+            ),
+        )
+        # node-4 is among the busiest: load alone would never choose it.
+        placed = eventually(
+            lambda: cluster.node_of(), lambda p: p.get("ours") and p.get("kube"), what="bound"
+        )
+        assert placed["ours"] == placed["kube"] == "node-4"
+        message = eventually(lambda: failed_scheduling(cluster, "waits"), bool, what="FailedScheduling")
+        assert message == (
+            "0/6 nodes are available: spec.volumes[0].persistentVolumeClaim: "
+            f'persistentvolumeclaim "later" is unbound and its StorageClass "{waiting_class}" binds it to a '
+            "volume at the first pod that uses it (volumeBindingMode WaitForFirstConsumer); binding or "
+            "provisioning volumes is not supported by promsched yet."
+        )
+        assert cluster.node_of()["waits"] is None
+    finally:
+        sandbox.kubectl("delete", "namespace", cluster.namespace, "--ignore-not-found", "--timeout=180s")
+        sandbox.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+        sandbox.kubectl("delete", "storageclass", waiting_class, "--ignore-not-found")
+
+
+def test_a_high_priority_pod_overtakes_a_queue_of_low_priority_ones(
+    sandbox: Sandbox, cluster: Cluster
+) -> None:
+    classes = {level: f"{cluster.namespace}-{level}" for level in ("low", "high", "top")}
+    values = {"low": 10, "high": 1000, "top": 100000}
+    try:
+        create(
+            cluster,
+            *(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": values[level],
+                }
+                for level, name in classes.items()
+            ),
+        )
+        # Each pod takes most of node-1's 3900m: only the first one scheduled fits. They all wait for the
+        # policy, which queues them at once; the high-priority pod, created last, must go first.
+        only_node_1 = {"nodeSelector": {HOSTNAME: "node-1"}}
+        create(
+            cluster,
+            *(
+                pod(
+                    cluster,
+                    f"low-{index}",
+                    {"app": "queue"},
+                    cpu="3",
+                    priorityClassName=classes["low"],
+                    **only_node_1,
+                )
+                for index in range(5)
+            ),
+            pod(cluster, "high", {"app": "queue"}, cpu="3", priorityClassName=classes["high"], **only_node_1),
+        )
+        cluster.policy(CPU)
+        placed = eventually(lambda: cluster.node_of(), lambda p: any(p.values()), what="one pod bound")
+        assert {name for name, node in placed.items() if node} == {"high"}
+        refused = (
+            "0/6 nodes are available: 1 Insufficient cpu, "
+            "5 node(s) didn't match Pod's node affinity/selector."
+        )
+        assert (
+            eventually(lambda: failed_scheduling(cluster, "low-0"), bool, what="FailedScheduling") == refused
+        )
+        # A pod of higher priority still is not placed by evicting: promsched says so.
+        create(
+            cluster,
+            pod(cluster, "top", {"app": "queue"}, cpu="3", priorityClassName=classes["top"], **only_node_1),
+        )
+        message = eventually(lambda: failed_scheduling(cluster, "top"), bool, what="FailedScheduling")
+        assert message == (
+            f"{refused} preemption: promsched does not preempt lower-priority pods (evicting some would make "
+            "room on 1 node(s))."
+        )
+        assert cluster.node_of()["high"] == "node-1"
+    finally:
+        sandbox.kubectl("delete", "namespace", cluster.namespace, "--ignore-not-found", "--timeout=180s")
+        sandbox.kubectl("delete", "priorityclass", *classes.values(), "--ignore-not-found")

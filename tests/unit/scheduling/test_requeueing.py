@@ -1,0 +1,107 @@
+"""Which cluster changes give parked (unschedulable) pods another try, as kube's queueing hints do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from promsched.kube.requests import Request
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.queues import Where
+from promsched.scheduling.schedulers import Scheduler
+from support.placement import ZONE, affinity, anti_affinity, pod, pod_object, required_term
+
+DB = {"app": "db"}
+
+
+class NoSender:
+    async def send(self, request: Request) -> Any:
+        raise AssertionError(f"nothing should be sent: {request.method} {request.path}")
+
+
+@pytest.fixture
+def scheduler() -> Scheduler:
+    return Scheduler(NoSender())
+
+
+def park(scheduler: Scheduler, *pods: PodInfo) -> None:
+    for waiting in pods:
+        scheduler.queue.remove(waiting.uid)
+        scheduler.queue.add_or_update(waiting)
+        entry = scheduler.queue.pop_nowait()
+        assert entry is not None
+        scheduler.queue.unschedulable(entry.pod.uid)
+
+
+def retried(scheduler: Scheduler) -> set[str]:
+    return {
+        entry.pod.name for entry in scheduler.queue.entries.values() if entry.where is not Where.UNSCHEDULABLE
+    }
+
+
+def using(claim: str, name: str) -> PodInfo:
+    return pod(name, volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": claim}}])
+
+
+def claim_object(name: str, namespace: str = "ns", volume: str = "") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"volumeName": volume}}
+
+
+def test_a_claim_that_changes_retries_the_pods_that_use_it(scheduler: Scheduler) -> None:
+    park(scheduler, using("data", "app"), using("logs", "other"), pod("plain"))
+    scheduler.on_claim("ADDED", claim_object("data", namespace="elsewhere"))
+    assert retried(scheduler) == set()
+    scheduler.on_claim("ADDED", claim_object("data"))
+    assert retried(scheduler) == {"app"}
+
+
+def test_volumes_and_storage_classes_retry_pods_with_claims(scheduler: Scheduler) -> None:
+    park(scheduler, using("data", "app"), pod("plain"))
+    scheduler.on_volume("ADDED", {"metadata": {"name": "pv"}, "spec": {}})
+    assert retried(scheduler) == {"app"}
+    park(scheduler, using("data", "app"))
+    scheduler.on_volume("MODIFIED", {"metadata": {"name": "pv", "resourceVersion": "2"}, "spec": {}})
+    assert retried(scheduler) == set()  # nothing that matters changed
+    scheduler.on_storage_class("ADDED", {"metadata": {"name": "local"}, "volumeBindingMode": "Immediate"})
+    assert retried(scheduler) == {"app"}
+
+
+def test_namespace_relabelling_retries_pods_with_inter_pod_rules(scheduler: Scheduler) -> None:
+    near_db = affinity(required_term(DB, ZONE, namespaceSelector={"matchLabels": {"team": "db"}}))
+    park(scheduler, pod("web", affinity=near_db), pod("plain"))
+    scheduler.on_namespace("ADDED", {"metadata": {"name": "data"}})
+    assert retried(scheduler) == set()  # a new namespace holds no pods to match
+    scheduler.on_namespace("MODIFIED", {"metadata": {"name": "data", "labels": {"team": "db"}}})
+    assert retried(scheduler) == {"web"}
+
+
+def test_a_pod_placed_retries_the_pods_it_may_attract_or_balance(scheduler: Scheduler) -> None:
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": DB},
+        }
+    ]
+    park(
+        scheduler,
+        pod("near-db", affinity=affinity(required_term(DB, ZONE))),
+        pod("spread-db", labels=DB, topologySpreadConstraints=spread),
+        pod("spread-elsewhere", "other", labels=DB, topologySpreadConstraints=spread),
+        pod("apart", affinity=anti_affinity(required_term(DB))),
+        pod("plain"),
+    )
+    scheduler.on_pod("ADDED", pod_object("db-0", labels=DB, node_name="n1"))
+    assert retried(scheduler) == {"near-db", "spread-db"}
+
+
+def test_a_pod_relabelled_on_its_node_retries_pods_with_inter_pod_rules(scheduler: Scheduler) -> None:
+    scheduler.on_pod("ADDED", pod_object("db-0", labels={"app": "old"}, node_name="n1"))
+    park(scheduler, pod("apart", affinity=anti_affinity(required_term(DB))), pod("plain"))
+    scheduler.on_pod("MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
+    assert retried(scheduler) == {"apart"}
+    park(scheduler, pod("apart", affinity=anti_affinity(required_term(DB))))
+    scheduler.on_pod("MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
+    assert retried(scheduler) == set()
