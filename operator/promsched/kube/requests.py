@@ -81,6 +81,14 @@ def patch_policy_status(name: str, status: Mapping[str, Any]) -> Request:
     return Request("PATCH", f"{policy_path(name)}/status", {"status": dict(status)}, MERGE_PATCH)
 
 
+def list_objects(path: str, limit: int = 500, continue_token: str = "") -> Request:
+    """One page of a cluster-wide list (e.g. ``/api/v1/pods``); follow ``metadata.continue``."""
+    params = {"limit": str(limit)}
+    if continue_token:
+        params["continue"] = continue_token
+    return Request("GET", path, params=params)
+
+
 def get_secret(namespace: str, name: str) -> Request:
     return Request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
 

@@ -34,6 +34,8 @@ def liveness_problems(
 
 def readiness_problems(scheduler: Scheduler) -> list[str]:
     problems = []
+    if not scheduler.synced.is_set():
+        problems.append("the initial list of nodes and pods has not completed")
     if not scheduler.cache.nodes:
         problems.append("no nodes seen yet")
     now = time.time()

@@ -103,4 +103,6 @@ class PolicyStatus:
         body.setdefault("lastDecision", None)
         body.setdefault("preflight", None)
         body.setdefault("recentDecisions", [])
+        if body["lastDecision"] is not None:
+            body["lastDecision"].setdefault("node", None)  # an unschedulable decision over a bound one
         return body

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,6 +41,7 @@ from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher, RefreshObserver
+from promsched.metrics.scoring import NodeResult
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
@@ -102,6 +103,7 @@ class _PolicyObserver(RefreshObserver):
     def __init__(self, scheduler: Scheduler, runtime: PolicyRuntime) -> None:
         self.scheduler = scheduler
         self.runtime = runtime
+        self.refreshed = False
 
     def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
         telemetry.query_duration.labels(self.runtime.name, plugin).observe(seconds)
@@ -114,6 +116,20 @@ class _PolicyObserver(RefreshObserver):
             if age is not None:
                 telemetry.metric_age.labels(self.runtime.name, plugin).set(age)
         self.scheduler.update_conditions(self.runtime)
+        if not self.refreshed:
+            self.refreshed = True
+            self.scheduler.queue.move_all_to_active("first metrics of a policy")
+
+
+def _has_refreshed(snapshot: Snapshot) -> bool:
+    """Whether any query of the snapshot's plan has been answered (with samples or an error)."""
+    return any(p.refreshed_at is not None or p.error is not None for p in snapshot.plugins.values())
+
+
+def _chosen_first(outcome: Outcome) -> list[NodeResult]:
+    """The ranking with the chosen node first: among equal totals the choice is random."""
+    chosen = [r for r in outcome.ranked if r.node == outcome.node]
+    return chosen + [r for r in outcome.ranked if r.node != outcome.node]
 
 
 def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
@@ -176,13 +192,69 @@ class Scheduler:
         self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
+        self.synced = asyncio.Event()  # set once `sync` has listed the cluster
+        self._versions: dict[str, int] = {}
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ----- intake -------------------------------------------------------------------------------
 
+    def _stale(self, event_type: str, metadata: Mapping[str, Any]) -> bool:
+        """Whether an event is older than what is already known of its object.
+
+        The initial sync lists objects while Kopf lists and watches them on its own, so an object may
+        arrive twice, the older state last. etcd's resourceVersions grow; a stale state is ignored.
+        """
+        key = metadata.get("uid") or metadata.get("name", "")
+        if event_type == "DELETED":
+            self._versions.pop(key, None)
+            return False
+        try:
+            version = int(metadata.get("resourceVersion", ""))
+        except ValueError:
+            return False  # not etcd-style: nothing to compare
+        if version < self._versions.get(key, 0):
+            return True
+        self._versions[key] = version
+        return False
+
+    async def sync(self) -> None:
+        """List every watched kind once before the first cycle, so no pod is placed on a node whose
+        existing pods are not yet counted. Retries until the API answers."""
+        feeds: tuple[tuple[str, Callable[[str, Mapping[str, Any]], None]], ...] = (
+            ("/api/v1/nodes", self.on_node),
+            ("/api/v1/namespaces", self.on_namespace),
+            ("/api/v1/persistentvolumes", self.on_volume),
+            ("/api/v1/persistentvolumeclaims", self.on_claim),
+            ("/apis/storage.k8s.io/v1/storageclasses", self.on_storage_class),
+            ("/api/v1/pods", self.on_pod),
+        )
+        delay = 1.0
+        while True:
+            try:
+                for path, feed in feeds:
+                    token = ""
+                    while True:
+                        page = await self.sender.send(requests.list_objects(path, continue_token=token))
+                        for item in page.get("items", []):
+                            feed("ADDED", item)
+                        token = (page.get("metadata") or {}).get("continue", "")
+                        if not token:
+                            break
+            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                logger.warning("Initial sync failed (retrying in %.0fs): %s", delay, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self.synced.set()
+            logger.info("Initial sync: %d nodes, %d pods", len(self.cache.nodes), len(self.cache.counted))
+            return
+
     def on_node(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
+        metadata = obj.get("metadata", {})
+        name = metadata.get("name", "")
+        if self._stale(event_type, metadata):
+            return
         if event_type == "DELETED":
             self.cache.remove_node(name)
             return
@@ -198,6 +270,8 @@ class Scheduler:
     def on_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata", {})
         uid = metadata.get("uid", "")
+        if self._stale(event_type, metadata):
+            return
         if event_type == "DELETED":
             self.pending.pop(uid, None)
             self.queue.remove(uid)
@@ -475,6 +549,7 @@ class Scheduler:
         """Schedule until cancelled; status writes are flushed alongside."""
         flusher = asyncio.create_task(self._flush_statuses(), name="promsched-status-writer")
         try:
+            await self.sync()
             while True:
                 await self.leading.wait()
                 entry = await self.queue.pop()
@@ -520,6 +595,11 @@ class Scheduler:
                 entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}"
             )
             return None
+        if not _has_refreshed(runtime.refresher.latest):
+            # Before its first refresh a policy knows no load: every node would score alike. Wait
+            # (silently: nothing is wrong) until the first snapshot moves the pod back.
+            self.queue.unschedulable(pod.uid)
+            return None
         if pod.unsupported:
             message = "; ".join(f"{item} is not supported by promsched yet" for item in pod.unsupported)
             self._unschedulable(entry, runtime, None, message)
@@ -563,7 +643,7 @@ class Scheduler:
             mode=policy.spec.mode,
             top_nodes=[
                 replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
-                for result in outcome.ranked[:TOP_NODES]
+                for result in _chosen_first(outcome)[:TOP_NODES]
             ],
             filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import parse_spec
+from promsched.api.policies import Decision, parse_spec
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
 from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
@@ -22,6 +22,7 @@ from promsched.scheduling.deciding import decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
+from promsched.scheduling.recording import PolicyStatus
 from promsched.scheduling.schedulers import Scheduler
 
 LOADS = {
@@ -36,13 +37,14 @@ class FakeSender:
     def __init__(self) -> None:
         self.sent: list[Request] = []
         self.fail: dict[str, int] = {}
+        self.answers: dict[str, Any] = {}  # path -> body, for GETs
 
     async def send(self, request: Request) -> Any:
         self.sent.append(request)
         for suffix, status in self.fail.items():
             if request.path.endswith(suffix):
                 raise ApiError(request, status, "Conflict" if status == 409 else "InternalError", "refused")
-        return {}
+        return self.answers.get(request.path, {})
 
     def paths(self, verb: str = "") -> list[str]:
         return [r.path for r in self.sent if not verb or r.method == verb]
@@ -342,3 +344,42 @@ def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
     # Each 1-CPU pod adds 25% CPU load to its node until the next snapshot: the two nodes alternate.
     assert chosen.count("a") == 3
     assert chosen.count("b") == 3
+
+
+async def test_the_cluster_is_listed_before_the_first_cycle(sender: FakeSender) -> None:
+    sender.answers["/api/v1/nodes"] = {"items": [node("n1")]}
+    sender.answers["/api/v1/pods"] = {"items": [pod("running", nodeName="n1"), pod("waiting")]}
+    scheduler = Scheduler(sender)
+    await scheduler.sync()
+    assert scheduler.synced.is_set()
+    assert scheduler.cache.usage_of("n1").pods == 1
+    assert "uid-waiting" in scheduler.pending
+
+
+async def test_an_older_state_of_a_pod_arriving_late_is_ignored(scheduler: Scheduler) -> None:
+    placed = pod("web", nodeName="idle")
+    placed["metadata"]["resourceVersion"] = "7"
+    scheduler.on_pod("ADDED", placed)
+    scheduler.on_pod("ADDED", pod("web"))  # resourceVersion 1: from a list taken earlier
+    assert "uid-web" not in scheduler.pending
+    assert scheduler.cache.usage_of("idle").pods == 1
+
+
+async def test_a_policy_places_nothing_before_its_first_metrics(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    runtime = scheduler.policies["p"]
+    assert runtime.refresher is not None
+    runtime.refresher.latest = Snapshot.empty(runtime.refresher.plan, time.time())
+    scheduler.on_pod("ADDED", pod("early"))
+    await cycle(scheduler)
+    assert sender.sent == []
+    assert scheduler.queue.entries["uid-early"].where is Where.UNSCHEDULABLE
+
+
+def test_an_unschedulable_decision_clears_the_node_of_the_last_one() -> None:
+    status = PolicyStatus(history=5)
+    base = {"time": "2026-11-29T00:00:00Z", "latencyMs": 1, "generation": 1, "mode": "Enforce"}
+    status.record(Decision.model_validate({**base, "pod": "ns/a", "node": "n1"}), scheduled=True)
+    status.record(Decision.model_validate({**base, "pod": "ns/b"}), scheduled=False)
+    assert status.to_status()["lastDecision"]["node"] is None
