@@ -111,6 +111,8 @@ class Settings:
     profile: bool
     seed: int
     workdir: Path | None
+    merge: bool
+    render: bool
 
 
 # ----- load profiles and decision quality ---------------------------------------------------------------
@@ -480,21 +482,26 @@ def _apply_policy(sandbox: Sandbox, refresh: str) -> None:
         "apiVersion": "promsched.io/v1alpha1",
         "kind": "SchedulingPolicy",
         "metadata": {"name": POLICY_NAME},
-        "spec": {
-            "schedulerName": VARIANTS[0].scheduler_name,
-            "prometheus": {"url": sandbox.prometheus_url, "timeout": "5s"},
-            "refreshInterval": refresh,
-            "staleAfter": "2m",
-            "plugins": [
-                {"name": "cpu", "weight": 4, "timeRange": "1m"},
-                {"name": "memory", "weight": 3, "timeRange": "0s"},
-                {"name": "diskIO", "weight": 2, "timeRange": "1m"},
-                {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
-                {"name": "network", "weight": 1, "timeRange": "1m"},
-            ],
-        },
+        "spec": policy_spec(sandbox.prometheus_url, refresh),
     }
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
+
+
+def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
+    """The benchmark's policy: the five built-in plugins, CPU and memory weighing most."""
+    return {
+        "schedulerName": VARIANTS[0].scheduler_name,
+        "prometheus": {"url": prometheus_url, "timeout": "5s"},
+        "refreshInterval": refresh,
+        "staleAfter": "2m",
+        "plugins": [
+            {"name": "cpu", "weight": 4, "timeRange": "1m"},
+            {"name": "memory", "weight": 3, "timeRange": "0s"},
+            {"name": "diskIO", "weight": 2, "timeRange": "1m"},
+            {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
+            {"name": "network", "weight": 1, "timeRange": "1m"},
+        ],
+    }
 
 
 # ----- one run and one node count -----------------------------------------------------------------------
@@ -733,6 +740,14 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--profile", action="store_true", help="py-spy on that extra promsched burst")
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--workdir", type=Path, help="where the sandboxes go (default: the temp dir)")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the results of other node counts already in OUT/results.json (e.g. to add 5000 nodes)",
+    )
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite results.md and the plots from OUT/results.json"
+    )
     args = parser.parse_args(argv)
     known = {v.key: v for v in VARIANTS}
     variants = tuple(known[key] for key in args.variants.split(",") if key)
@@ -752,6 +767,8 @@ def _parse_args(argv: list[str] | None) -> Settings:
         profile=args.profile,
         seed=args.seed,
         workdir=args.workdir,
+        merge=args.merge,
+        render=args.render,
     )
 
 
@@ -768,10 +785,13 @@ def _revision() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         result = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
-        return result.stdout.strip()
+        return result.stdout.rstrip()
 
     changed = git("status", "--porcelain", "--", "operator")
-    return {"commit": git("rev-parse", "HEAD"), "changed": [line[3:] for line in changed.splitlines()]}
+    return {
+        "commit": git("rev-parse", "HEAD").strip(),
+        "changed": [line[3:] for line in changed.splitlines()],
+    }
 
 
 def _machine() -> dict[str, Any]:
@@ -788,24 +808,55 @@ def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     settings.out.mkdir(parents=True, exist_ok=True)
+    previous = settings.out / "results.json"
+    if settings.render:
+        print(_write(json.loads(previous.read_text()), settings.out, plots=True))
+        return 0
     started = time.monotonic()
+    invocation = {
+        "argv": sys.argv[1:] if argv is None else argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "node_counts": list(settings.node_counts),
+        "wall_s": 0.0,
+    }
     results: dict[str, Any] = {
         "settings": {
-            **{k: v for k, v in asdict(settings).items() if k not in ("out", "variants", "workdir")},
+            **{
+                k: v
+                for k, v in asdict(settings).items()
+                if k not in ("out", "variants", "workdir", "merge", "render")
+            },
             "variants": [asdict(v) for v in settings.variants],
             "pod_requests": {"cpu": POD_CPU, "memory": POD_MEMORY},
         },
         "kubernetes": SANDBOX_RELEASE,
         "machine": _machine(),
         "revision": _revision(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "started": invocation["started"],
+        "invocations": [invocation],
         "node_counts": [],
     }
+    if settings.merge and previous.exists():
+        # Keep the earlier results of the node counts this invocation does not run.
+        earlier = json.loads(previous.read_text())
+        results = {**earlier, "invocations": [*earlier.get("invocations", []), invocation]}
+        results["node_counts"] = [e for e in earlier["node_counts"] if e["nodes"] not in settings.node_counts]
     for nodes in settings.node_counts:
-        results["node_counts"].append(bench_nodes(nodes, settings, _report))
-        results["wall_s"] = time.monotonic() - started
+        entry = bench_nodes(nodes, settings, _report)
+        entry["settings"] = {
+            "pods": settings.pods,
+            "rate": settings.rate,
+            "modes": list(settings.modes),
+            "variants": [v.key for v in settings.variants],
+            "refresh": settings.refresh,
+            "big_burst": settings.big_burst,
+            "revision": _revision(),
+        }
+        results["node_counts"].append(entry)
+        results["node_counts"].sort(key=lambda e: e["nodes"])
+        invocation["wall_s"] = time.monotonic() - started
         _write(results, settings.out, plots=False)
-    results["wall_s"] = time.monotonic() - started
+    invocation["wall_s"] = time.monotonic() - started
     markdown = _write(results, settings.out, plots=True)
     print(markdown)
     return 0

@@ -226,10 +226,18 @@ def markdown(results: dict[str, Any]) -> str:
         "# promsched benchmark",
         "",
         f"Run {results['started']} on {machine['cpus']} CPU(s) ({machine['cpu_model']}), Python "
-        f"{machine['python']}, Kubernetes {results['kubernetes']}; total wall time "
-        f"{results.get('wall_s', 0) / 60:.1f} min. Commit {revision.get('commit', '?')[:12]}"
+        f"{machine['python']}, Kubernetes {results['kubernetes']}. Commit {revision.get('commit', '?')[:12]}"
         f"{' with uncommitted changes in ' if revision.get('changed') else ''}"
         f"{', '.join(revision.get('changed', []))}.",
+        "",
+    ]
+    for invocation in results.get("invocations", []):
+        lines.append(
+            f"- `python -m bench.benchmark {' '.join(invocation['argv'])}` ({invocation['started']}): node "
+            f"counts {', '.join(map(str, invocation['node_counts']))}, "
+            f"wall time {invocation['wall_s'] / 60:.1f} min"
+        )
+    lines += [
         "",
         f"Each run: {settings['pods']} pods (requests cpu {settings['pod_requests']['cpu']}, memory "
         f"{settings['pod_requests']['memory']}), created at {settings['rate']:g} pods/s (`rate`) or all at "
@@ -248,11 +256,12 @@ def markdown(results: dict[str, Any]) -> str:
     for entry in results["node_counts"]:
         nodes = entry["nodes"]
         runs = entry["runs"]
+        own = entry.get("settings", settings)
         lines += [
             f"## {nodes} nodes",
             "",
-            f"Sandbox start-up {entry.get('sandbox_up_s', 0):.0f} s; this node count took "
-            f"{entry.get('wall_s', 0) / 60:.1f} min.",
+            f"{own['pods']} pods per run. Sandbox start-up {entry.get('sandbox_up_s', 0):.0f} s; this node "
+            f"count took {entry.get('wall_s', 0) / 60:.1f} min.",
             "",
         ]
         ratios = []
@@ -297,7 +306,13 @@ def markdown(results: dict[str, Any]) -> str:
         if profile and Path(profile).exists():
             lines += [f"## Profile: promsched, {entry['nodes']} nodes, burst (py-spy, 100 Hz)", ""]
             lines += profile_summary(Path(profile))
-            lines.append("")
+            lines += [
+                "",
+                "`<lambda> (<string>)` is the constructor typing.NamedTuple generates "
+                "(`PluginResult.__new__`, five per node per pod in `score_nodes`), with the garbage "
+                "collections its allocations trigger.",
+                "",
+            ]
     return "\n".join(lines)
 
 
@@ -315,11 +330,31 @@ def _short(frame: str) -> str:
     return f"{name} ({where})" if where else name
 
 
-def profile_summary(path: Path, top: int = 25) -> list[str]:
-    """The functions with the most samples: on the stack (inclusive) and on top (self)."""
+# Frames every busy sample shares (interpreter start-up, the CLI, Kopf's and asyncio's loop): left out of
+# the inclusive table, which would otherwise open with a dozen 100% rows.
+_ENVELOPE = (
+    "_run_module_as_main ",
+    "_run_code ",
+    "<module> (promsched/cli.py)",
+    "main (promsched/cli.py)",
+    "_run (promsched/cli.py)",
+    "run (promsched/operating/wiring.py)",
+    "run (kopf/_core/reactor/running.py)",
+    "run (asyncio/runners.py)",
+    "Runner.run ",
+    "BaseEventLoop.",
+    "Handle._run ",
+)
+# A thread-pool worker waiting on its queue (no frame below it) is idle; py-spy does not always see it so.
+_IDLE_LEAVES = ("_worker (concurrent/futures/thread.py)",)
+
+
+def profile_summary(path: Path, top: int = 20) -> list[str]:
+    """The functions with the most samples of the event-loop thread: on the stack (inclusive) and on
+    top (self), as percentages of that thread's busy samples."""
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
-    total = 0
+    total = idle = 0
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -328,14 +363,25 @@ def profile_summary(path: Path, top: int = 25) -> list[str]:
         frames = [_short(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
         if not frames:
             continue
+        if frames[-1] in _IDLE_LEAVES:
+            idle += count
+            continue
         total += count
         own[frames[-1]] += count
         for frame in set(frames):
-            inclusive[frame] += count
+            if not frame.startswith(_ENVELOPE):
+                inclusive[frame] += count
     if not total:
         return ["(no samples)"]
-    lines = [f"{total} samples of the busy thread(s).", "", "Inclusive (on the stack):", ""]
-    lines += ["| % | Function |", "| ---: | --- |"]
+    lines = [
+        f"{total} busy samples ({total / 100:.0f} s at 100 Hz; {idle} samples of an idle thread-pool worker "
+        "left out). Percentages of the busy samples.",
+        "",
+        "Inclusive (on the stack; the event loop and CLI frames every sample shares are left out):",
+        "",
+        "| % | Function |",
+        "| ---: | --- |",
+    ]
     lines += [f"| {100 * n / total:.1f} | `{name}` |" for name, n in inclusive.most_common(top)]
     lines += ["", "Self (on top of the stack):", "", "| % | Function |", "| ---: | --- |"]
     lines += [f"| {100 * n / total:.1f} | `{name}` |" for name, n in own.most_common(top)]
