@@ -82,7 +82,7 @@ def patch_policy_status(name: str, status: Mapping[str, Any]) -> Request:
 
 
 def list_objects(path: str, limit: int = 500, continue_token: str = "") -> Request:
-    """One page of a cluster-wide list (e.g. ``/api/v1/pods``); follow ``metadata.continue``."""
+    """One page of a list (e.g. ``/api/v1/pods``); `sending.pages` follows ``metadata.continue``."""
     params = {"limit": str(limit)}
     if continue_token:
         params["continue"] = continue_token

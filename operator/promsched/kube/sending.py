@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from promsched.kube.credentials import Credentials
-from promsched.kube.requests import Request
+from promsched.kube.requests import Request, list_objects
 
 
 class ApiError(Exception):
@@ -77,3 +78,27 @@ class KubeClient:
             if response.status >= 300:
                 raise ApiError.from_response(request, response.status, text)
             return json.loads(text) if text else None
+
+
+class SupportsSend(Protocol):
+    async def send(self, request: Request) -> Any: ...
+
+
+async def pages(
+    sender: SupportsSend, path: str, params: Mapping[str, str] | None = None
+) -> AsyncIterator[list[Any]]:
+    """The items of a list endpoint, a page at a time (so a large cluster is never held twice)."""
+    token = ""
+    while True:
+        request = list_objects(path, continue_token=token)
+        page = await sender.send(
+            Request(request.method, request.path, params={**request.params, **(params or {})})
+        )
+        yield page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return
+
+
+async def list_all(sender: SupportsSend, path: str, params: Mapping[str, str] | None = None) -> list[Any]:
+    return [item async for page in pages(sender, path, params) for item in page]

@@ -35,8 +35,7 @@ from promsched.api.policies import (
 )
 from promsched.kube.credentials import CredentialsError, discover
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, KubeClient
-from promsched.metrics.identifying import NodeDirectory
+from promsched.kube.sending import ApiError, KubeClient, list_all
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusClient
@@ -44,14 +43,10 @@ from promsched.metrics.refreshing import take_snapshot
 from promsched.operating.secrets import SecretCache
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
-from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
-from promsched.scheduling.schedulers import DECISION_ANNOTATION, TOP_NODES, Sender
+from promsched.scheduling.schedulers import DECISION_ANNOTATION, TOP_NODES, Scheduler, Sender
 
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-LIST_PAGE_SIZE = 500
-# Pods that take room on a node: bound and not finished (the cache ignores the others anyway).
-OCCUPYING_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 CHOSEN_MARK = "*"
 LEGEND = (
     "Each cell: the plugin's raw value → its score (0-100, higher is better; -: no fresh sample).\n"
@@ -325,7 +320,7 @@ def _decisions(policy: SchedulingPolicy) -> list[Decision]:
 async def _policies(sender: Sender) -> list[SchedulingPolicy]:
     """The valid policies; the scheduler ignores invalid ones, so they claim no scheduler name."""
     try:
-        objects = await list_objects(sender, POLICIES_PATH)
+        objects = await list_all(sender, POLICIES_PATH)
     except ApiError as error:
         if error.status == 404:
             raise InspectError(
@@ -340,21 +335,6 @@ async def _policies(sender: Sender) -> list[SchedulingPolicy]:
         except PolicyError:
             continue
     return policies
-
-
-async def list_objects(sender: Sender, path: str, params: Mapping[str, str] | None = None) -> list[Any]:
-    """Every item of a list endpoint, fetched a page at a time."""
-    items: list[Any] = []
-    token = ""
-    while True:
-        page_params = {**(params or {}), "limit": str(LIST_PAGE_SIZE)}
-        if token:
-            page_params["continue"] = token
-        page = await sender.send(Request("GET", path, params=page_params))
-        items.extend(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return items
 
 
 # ----- score -----------------------------------------------------------------------------------------
@@ -431,33 +411,12 @@ def example_pod(policy: SchedulingPolicy) -> PodInfo:
 
 
 async def read_cluster(sender: Sender) -> tuple[ClusterCache, list[str]]:
-    """The scheduler's cache of the live cluster: nodes, and the requests of the pods bound to them.
-
-    Also returns the nodes skipped as the scheduler skips them (a malformed field), with why.
-    """
-    cache = ClusterCache()
-    skipped = []
-    for obj in await list_objects(sender, "/api/v1/nodes"):
-        try:
-            cache.upsert_node(NodeInfo.from_object(obj))
-        except ValueError as error:
-            skipped.append(f"{(obj.get('metadata') or {}).get('name', '?')}: {error}")
-    for obj in await list_objects(sender, "/api/v1/pods", {"fieldSelector": OCCUPYING_PODS}):
-        try:
-            cache.observe_pod(PodInfo.from_object(obj))
-        except PodSpecError:
-            continue  # the scheduler does not count a pod it cannot parse either
-    return cache, skipped
-
-
-def node_directory(cache: ClusterCache) -> NodeDirectory:
-    """The nodes series may belong to, with their InternalIPs, as the scheduler builds it."""
-    addresses = {
-        node.addresses["InternalIP"]: node.name
-        for node in cache.nodes.values()
-        if node.addresses.get("InternalIP")
-    }
-    return NodeDirectory.of(cache.nodes, addresses)
+    """The scheduler's own cache of the live cluster, filled by the same listing it starts with: nodes,
+    pods, namespaces, claims and volumes. Also the nodes it cannot use (a malformed field), with why."""
+    scheduler = Scheduler(sender)
+    await scheduler.sync(retry=False)
+    skipped = [f"{name}: {why}" for name, why in sorted(scheduler.unusable_nodes.items())]
+    return scheduler.cache, skipped
 
 
 async def rank(sender: Sender, policy: SchedulingPolicy, pod: PodInfo, pod_description: str) -> Ranking:
@@ -471,11 +430,11 @@ async def rank(sender: Sender, policy: SchedulingPolicy, pod: PodInfo, pod_descr
     except ValueError as error:
         raise InspectError(f"spec.prometheus: {error}") from None
     async with PrometheusClient(endpoint) as client:
-        snapshot = await take_snapshot(plan_from_policy(spec), client, node_directory(cache))
+        snapshot = await take_snapshot(plan_from_policy(spec), client, cache.directory())
     return Ranking(
         policy=policy,
         pod=pod_description,
-        outcome=decide(pod, cache, snapshot),
+        outcome=decide(pod, cache, snapshot, preference_weight=spec.placement_preferences.weight),
         preflight=preflight_report(snapshot, cache.nodes),
         skipped_nodes=tuple(skipped),
     )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from promsched.metrics.identifying import NodeDirectory
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.resources import Resources
@@ -71,6 +72,15 @@ class ClusterCache:
         if usage is None:
             usage = self.usage[node] = NodeUsage()
         return usage
+
+    def directory(self) -> NodeDirectory:
+        """The nodes metric series may belong to, with their InternalIPs (for InternalIP identity)."""
+        addresses = {
+            node.addresses["InternalIP"]: node.name
+            for node in self.nodes.values()
+            if node.addresses.get("InternalIP")
+        }
+        return NodeDirectory.of(self.nodes, addresses)
 
     def upsert_node(self, node: NodeInfo) -> bool:
         """Store the node; True when something that matters to scheduling changed (not a heartbeat)."""

@@ -34,9 +34,8 @@ from promsched.api.policies import (
 )
 from promsched.kube import requests
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError
+from promsched.kube.sending import ApiError, pages
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import NodeDirectory
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import SecretReader
@@ -47,6 +46,7 @@ from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
@@ -56,6 +56,7 @@ from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 logger = logging.getLogger(__name__)
 
 COMPONENT = "promsched"
+_CORDON = NodeUnschedulable()
 DECISION_ANNOTATION = "promsched.io/decision"
 STATUS_WRITE_INTERVAL = 1.0
 SHADOWED_KEPT = 10_000
@@ -193,6 +194,7 @@ class Scheduler:
         self.leading = asyncio.Event()
         self.leading.set()
         self.synced = asyncio.Event()  # set once `sync` has listed the cluster
+        self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self._versions: dict[str, int] = {}
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -218,9 +220,9 @@ class Scheduler:
         self._versions[key] = version
         return False
 
-    async def sync(self) -> None:
+    async def sync(self, *, retry: bool = True) -> None:
         """List every watched kind once before the first cycle, so no pod is placed on a node whose
-        existing pods are not yet counted. Retries until the API answers."""
+        existing pods are not yet counted. Retries until the API answers, unless `retry` is off."""
         feeds: tuple[tuple[str, Callable[[str, Mapping[str, Any]], None]], ...] = (
             ("/api/v1/nodes", self.on_node),
             ("/api/v1/namespaces", self.on_namespace),
@@ -233,15 +235,12 @@ class Scheduler:
         while True:
             try:
                 for path, feed in feeds:
-                    token = ""
-                    while True:
-                        page = await self.sender.send(requests.list_objects(path, continue_token=token))
-                        for item in page.get("items", []):
+                    async for items in pages(self.sender, path):
+                        for item in items:
                             feed("ADDED", item)
-                        token = (page.get("metadata") or {}).get("continue", "")
-                        if not token:
-                            break
             except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                if not retry:
+                    raise
                 logger.warning("Initial sync failed (retrying in %.0fs): %s", delay, error)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -256,14 +255,17 @@ class Scheduler:
         if self._stale(event_type, metadata):
             return
         if event_type == "DELETED":
+            self.unusable_nodes.pop(name, None)
             self.cache.remove_node(name)
             return
         try:
             node = NodeInfo.from_object(obj)
         except ValueError as error:
             logger.warning("Node %s cannot be used: %s", name, error)
+            self.unusable_nodes[name] = str(error)
             self.cache.remove_node(name)
             return
+        self.unusable_nodes.pop(name, None)
         if self.cache.upsert_node(node):
             self.queue.move_all_to_active("node changed")
 
@@ -424,7 +426,7 @@ class Scheduler:
         plan = plan_from_policy(spec)
         if runtime.refresher is None:
             runtime.refresher = Refresher(
-                plan, endpoint, self._directory, observer=_PolicyObserver(self, runtime)
+                plan, endpoint, self.cache.directory, observer=_PolicyObserver(self, runtime)
             )
         else:
             await runtime.refresher.update(plan, endpoint)
@@ -442,14 +444,6 @@ class Scheduler:
                 f"spec.prometheus.url: host {host!r} is not in the operator's allowlist ({allowed}); "
                 "ask the operator's administrator to add it (helm value prometheus.allowedHosts)"
             )
-
-    def _directory(self) -> NodeDirectory:
-        addresses = {}
-        for node in self.cache.nodes.values():
-            address = node.addresses.get("InternalIP")
-            if address:
-                addresses[address] = node.name
-        return NodeDirectory.of(self.cache.nodes, addresses)
 
     async def _preflight(self, runtime: PolicyRuntime) -> None:
         refresher = runtime.refresher
@@ -699,6 +693,12 @@ class Scheduler:
         pod, node = entry.pod, outcome.node
         assert node is not None
         async with self._bind_slots:
+            # Waiting for a slot can take a while in a burst: the node may have gone or been cordoned.
+            target = self.cache.nodes.get(node)
+            if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
+                self.cache.forget(pod.uid)
+                self._bind_failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
+                return
             started = time.perf_counter()
             try:
                 await self.sender.send(

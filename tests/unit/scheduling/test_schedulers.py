@@ -383,3 +383,21 @@ def test_an_unschedulable_decision_clears_the_node_of_the_last_one() -> None:
     status.record(Decision.model_validate({**base, "pod": "ns/a", "node": "n1"}), scheduled=True)
     status.record(Decision.model_validate({**base, "pod": "ns/b"}), scheduled=False)
     assert status.to_status()["lastDecision"]["node"] is None
+
+
+async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    scheduler.on_pod("ADDED", pod("web"))
+    entry = scheduler.queue.pop_nowait()
+    assert entry is not None
+    outcome = scheduler.schedule_one(entry)  # the binding task waits for the loop
+    assert outcome is not None
+    assert outcome.node == "idle"
+    cordoned = node("idle", unschedulable=True)
+    cordoned["metadata"]["resourceVersion"] = "2"
+    scheduler.on_node("MODIFIED", cordoned)
+    await settle(scheduler)
+    assert not sender.bodies("/binding")
+    assert scheduler.cache.usage_of("idle").pods == 0
+    assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
