@@ -44,6 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import aiohttp
 import yaml
 
 from bench import reporting
@@ -174,6 +175,9 @@ class PodTimes:
     node: dict[str, str] = field(default_factory=dict)
     failed_creates: int = 0
     started: float = 0.0
+    last_event: float = 0.0
+    watch_restarts: list[str] = field(default_factory=list)
+    late_binds: int = 0  # bindings found by a listing after the watch missed them: timed late
 
     def latencies(self) -> list[float]:
         """Seconds from creation to binding: creation is when the POST returned or the watch first saw the
@@ -206,7 +210,34 @@ def pod_manifest(namespace: str, name: str, scheduler_name: str) -> dict[str, An
     }
 
 
+def _observe(pod: dict[str, Any], times: PodTimes, done: Callable[[], None]) -> bool:
+    """Record when the pod was first seen and first seen bound; True when this found its binding."""
+    now = time.monotonic()
+    times.last_event = now
+    name = pod["metadata"]["name"]
+    times.first_seen.setdefault(name, now)
+    node = pod["spec"].get("nodeName")
+    if node and name not in times.bound:
+        times.bound[name] = now
+        times.node[name] = node
+        done()
+        return True
+    return False
+
+
+async def _catch_up(client: KubeClient, namespace: str, times: PodTimes, done: Callable[[], None]) -> str:
+    """List the namespace's pods and record what the watch missed: bindings found so are timed now, later
+    than they happened. Returns the listing's resourceVersion."""
+    listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
+    for pod in listing["items"]:
+        if _observe(pod, times, done):
+            times.late_binds += 1
+    version: str = listing["metadata"]["resourceVersion"]
+    return version
+
+
 async def _follow(
+    client: KubeClient,
     session: Any,
     namespace: str,
     version: str,
@@ -214,18 +245,20 @@ async def _follow(
     connected: asyncio.Event,
     done: Callable[[], None],
 ) -> None:
-    params = {"resourceVersion": version}
-    async for kind, pod in watch(session, f"/api/v1/namespaces/{namespace}/pods", params, connected):
-        if kind == "DELETED":
-            continue
-        now = time.monotonic()
-        name = pod["metadata"]["name"]
-        times.first_seen.setdefault(name, now)
-        node = pod["spec"].get("nodeName")
-        if node and name not in times.bound:
-            times.bound[name] = now
-            times.node[name] = node
-            done()
+    """Watch the namespace's pods; when the watch fails or ends, catch up from a listing and watch again."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    while True:
+        try:
+            async for kind, pod in watch(session, path, {"resourceVersion": version}, connected):
+                version = pod["metadata"].get("resourceVersion", version)
+                if kind != "DELETED":
+                    _observe(pod, times, done)
+            reason = "the watch ended"
+        except (RuntimeError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+            reason = f"{type(error).__name__}: {error}"[:300]
+        times.watch_restarts.append(reason)
+        await asyncio.sleep(0.2)
+        version = await _catch_up(client, namespace, times, done)
 
 
 async def _create(
@@ -279,7 +312,9 @@ async def drive(
     ):
         listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
         version = listing["metadata"]["resourceVersion"]
-        follower = asyncio.create_task(_follow(session, namespace, version, times, connected, check_done))
+        follower = asyncio.create_task(
+            _follow(client, session, namespace, version, times, connected, check_done)
+        )
         await asyncio.wait_for(connected.wait(), 30)
         at_start()
         times.started = time.monotonic()
@@ -303,8 +338,13 @@ async def drive(
 
             await asyncio.gather(*(limited(name) for name in names))
         check_done()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(all_bound.wait(), bind_timeout)
+        deadline = time.monotonic() + bind_timeout
+        while not all_bound.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_bound.wait(), min(5.0, max(0.0, deadline - time.monotonic())))
+            if not all_bound.is_set() and time.monotonic() - times.last_event > 5.0:
+                # Nothing from the watch for 5 s with pods unbound: check it has not silently stalled.
+                await _catch_up(client, namespace, times, check_done)
         at_end()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -574,7 +614,7 @@ def run_once(
                     stderr=subprocess.DEVNULL,
                 )
 
-        timeout = 60 + pods * 0.2
+        timeout = 120 + pods * 0.4  # after the last create; only reached when a scheduler stalls
         times = asyncio.run(
             drive(
                 credentials,
@@ -614,6 +654,8 @@ def run_once(
         "pods": pods,
         "bound": bound,
         "failed_creates": times.failed_creates,
+        "watch_restarts": times.watch_restarts,
+        "late_binds": times.late_binds,
         "throughput": bound / span if span > 0 else math.nan,
         "span_s": span,
         "p50_ms": 1000 * _percentile(latencies, 0.50),

@@ -288,6 +288,16 @@ def markdown(results: dict[str, Any]) -> str:
         ]
         if decisions:
             lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
+        for run in [*runs, *entry.get("extra_runs", [])]:
+            restarts = run.get("watch_restarts", [])
+            if restarts or run.get("late_binds") or run["bound"] < run["pods"]:
+                lines += [
+                    f"{run['label']} {run['mode']}: {run['bound']} of {run['pods']} pods bound within the "
+                    f"time limit; the bench's watch restarted {len(restarts)} time(s) "
+                    f"({'; '.join(restarts[:2]) or 'never'}), {run.get('late_binds', 0)} "
+                    f"binding(s) found by a listing (timed late).",
+                    "",
+                ]
         loads = ", ".join(
             f"{run['variant']}/{run['mode']} {run.get('load_average_1m', math.nan):.1f}"
             for run in [*runs, *entry.get("extra_runs", [])]

@@ -551,7 +551,6 @@ class Scheduler:
                     self.queue.backoff(entry.pod.uid)
                     continue
                 self.schedule_one(entry)
-                telemetry.pending_pods.labels("all").set(len(self.queue))
                 # Let watch events and bindings run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -752,6 +751,9 @@ class Scheduler:
     async def _flush_statuses(self) -> None:
         while True:
             await asyncio.sleep(STATUS_WRITE_INTERVAL)
+            # Counted here, once a second: counting per cycle would cost O(queue) for every pod.
+            for sub_queue, count in self.queue.counts().items():
+                telemetry.pending_pods.labels(sub_queue).set(count)
             await self.flush_statuses()
 
     async def flush_statuses(self) -> None:
