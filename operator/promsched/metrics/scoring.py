@@ -12,9 +12,11 @@ percent), e.g. for pods placed since the snapshot was taken; the raw value repor
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 from promsched.api.policies import NodeScore, OnMissingMetrics, PluginScore
@@ -54,6 +56,32 @@ class NodeResult:
         return NodeScore(node=self.node, total=self.total, plugins=plugins)
 
 
+@dataclass(slots=True)
+class _Scored:
+    """Nodes scored without extra load, valid while no sample changes freshness: from `since` until
+    the first fresh sample turns stale."""
+
+    since: float
+    until: float
+    results: dict[str, NodeResult] = field(default_factory=dict)
+
+
+def _memo(snapshot: Snapshot, moment: float) -> _Scored:
+    memo: _Scored | None = snapshot.score_memo.get("scored")
+    if memo is None or not memo.since <= moment <= memo.until:
+        stale_after = snapshot.plan.stale_after_seconds
+        fresh_since = moment - stale_after
+        expiries = [
+            sample.sample_time + stale_after
+            for plugin_snapshot in snapshot.plugins.values()
+            for sample in plugin_snapshot.samples.values()
+            if sample.sample_time >= fresh_since
+        ]
+        memo = _Scored(moment, min(expiries, default=math.inf))
+        snapshot.score_memo["scored"] = memo
+    return memo
+
+
 def score_nodes(
     snapshot: Snapshot,
     nodes: Iterable[str],
@@ -64,43 +92,56 @@ def score_nodes(
     """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
 
     `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
+    This runs for every node for every pod: a node without extra load is scored once per snapshot
+    (while its samples keep their freshness) and looked up afterwards.
     """
+    moment = time.time() if now is None else now
+    memo = _memo(snapshot, moment)
+    cached = memo.results
+    results = []
+    for node in nodes:
+        extra = extra_load.get(node) if extra_load else None
+        if extra:
+            results.append(_score_node(snapshot, node, moment, extra))
+            continue
+        result = cached.get(node)
+        if result is None:
+            result = cached[node] = _score_node(snapshot, node, moment, _NO_EXTRA)
+        results.append(result)
+    return results
+
+
+_NO_EXTRA: Mapping[str, float] = MappingProxyType({})
+
+
+def _score_node(snapshot: Snapshot, node: str, moment: float, extra: Mapping[str, float]) -> NodeResult:
     plan = snapshot.plan
-    fresh_since = (time.time() if now is None else now) - plan.stale_after_seconds
+    fresh_since = moment - plan.stale_after_seconds
     on_missing = plan.on_missing
     missing_score = NEUTRAL_SCORE if on_missing is OnMissingMetrics.NEUTRAL else None
     filter_missing = on_missing is OnMissingMetrics.UNSCHEDULABLE
-    plugins = [
-        (plugin_snapshot.plugin, plugin_snapshot.samples) for plugin_snapshot in snapshot.plugins.values()
-    ]
-    no_extra: Mapping[str, float] = {}
-    results = []
-    for node in nodes:
-        extra = extra_load.get(node, no_extra) if extra_load else no_extra
-        weighted = 0.0
-        weights = 0
-        scores: list[PluginResult] = []
-        reasons: list[FilterReason] = []
-        for plugin, samples in plugins:
-            sample = samples.get(node)
-            if sample is None or sample.sample_time < fresh_since:
-                scores.append(PluginResult(plugin.name, None, missing_score))
-                if missing_score is not None:
-                    weighted += plugin.weight * missing_score
-                    weights += plugin.weight
-                elif filter_missing:
-                    state = "no sample" if sample is None else "a stale sample"
-                    reasons.append(FilterReason(f"{plugin.name} metrics missing", f"{node}: {state}"))
-                continue
-            if added := extra.get(plugin.name):
-                sample = plugin.with_extra_load(sample, added)
-            scores.append(PluginResult(plugin.name, sample.value, sample.score))
-            weighted += plugin.weight * sample.score
-            weights += plugin.weight
-            if sample.over_threshold:
-                reasons.append(
-                    FilterReason(plugin.threshold_reason, f"{node} {plugin.describe(sample.value)}")
-                )
-        total = weighted / weights if weights else NEUTRAL_SCORE
-        results.append(NodeResult(node, total, tuple(scores), tuple(reasons)))
-    return results
+    weighted = 0.0
+    weights = 0
+    scores: list[PluginResult] = []
+    reasons: list[FilterReason] = []
+    for plugin_snapshot in snapshot.plugins.values():
+        plugin = plugin_snapshot.plugin
+        sample = plugin_snapshot.samples.get(node)
+        if sample is None or sample.sample_time < fresh_since:
+            scores.append(PluginResult(plugin.name, None, missing_score))
+            if missing_score is not None:
+                weighted += plugin.weight * missing_score
+                weights += plugin.weight
+            elif filter_missing:
+                state = "no sample" if sample is None else "a stale sample"
+                reasons.append(FilterReason(f"{plugin.name} metrics missing", f"{node}: {state}"))
+            continue
+        if added := extra.get(plugin.name):
+            sample = plugin.with_extra_load(sample, added)
+        scores.append(PluginResult(plugin.name, sample.value, sample.score))
+        weighted += plugin.weight * sample.score
+        weights += plugin.weight
+        if sample.over_threshold:
+            reasons.append(FilterReason(plugin.threshold_reason, f"{node} {plugin.describe(sample.value)}"))
+    total = weighted / weights if weights else NEUTRAL_SCORE
+    return NodeResult(node, total, tuple(scores), tuple(reasons))

@@ -49,6 +49,7 @@ class ClusterCache:
     counted: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     assumed: set[str] = field(default_factory=set)
     placements: dict[str, deque[Placement]] = field(default_factory=dict)
+    next_start: int = 0  # where the next pod's search over nodes starts (see deciding)
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.
@@ -259,6 +260,12 @@ class ClusterCache:
             if placement.at <= since:
                 return
             yield placement
+
+    def nodes_placed_since(self, since: float) -> list[str]:
+        """Nodes with at least one placement after `since` (placements are kept in time order)."""
+        return [
+            node for node, placements in self.placements.items() if placements and placements[-1].at > since
+        ]
 
     def recent_load_percent(self, node: str, since: float) -> tuple[float, float]:
         """CPU and memory requests of pods placed on `node` after `since`, as percent of allocatable."""

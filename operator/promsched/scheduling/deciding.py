@@ -49,6 +49,20 @@ class Outcome:
     message: str = ""
 
 
+# kube-scheduler's percentageOfNodesToScore default: every node in small clusters; in large ones, stop
+# once this many feasible nodes are found (50% less 1% per 125 nodes, at least 5%, at least 100 nodes).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_PERCENT = 5
+BASE_FEASIBLE_PERCENT = 50
+
+
+def feasible_nodes_to_find(total_nodes: int) -> int:
+    if total_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return total_nodes
+    percent = max(MIN_FEASIBLE_PERCENT, BASE_FEASIBLE_PERCENT - total_nodes // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, total_nodes * percent // 100)
+
+
 def herd_adjustments(
     cache: ClusterCache, snapshot: Snapshot, nodes: list[str]
 ) -> dict[str, dict[str, float]]:
@@ -57,7 +71,11 @@ def herd_adjustments(
     if not any(name in snapshot.plugins for name in (BuiltinPlugin.CPU, BuiltinPlugin.MEMORY)):
         return {}
     adjustments = {}
-    for node in nodes:
+    candidates = set(nodes)
+    # Only nodes with a placement since the snapshot can need an adjustment: few, even in a burst.
+    for node in cache.nodes_placed_since(snapshot.taken_at):
+        if node not in candidates:
+            continue
         cpu, memory = cache.recent_load_percent(node, snapshot.taken_at)
         if cpu or memory:
             adjustments[node] = {BuiltinPlugin.CPU.value: cpu, BuiltinPlugin.MEMORY.value: memory}
@@ -117,23 +135,34 @@ def decide(
         return Outcome(None, (), everywhere, total_nodes, summarize_rejection(total_nodes, checks))
     filtered: Counter[str] = Counter()
     failed: list[tuple[str, str]] = []
-    feasible: list[str] = []
-    for name, node in cache.nodes.items():
-        reason = run_filters(pod, node, cache.usage_of(name), filters)
-        if reason is None and checks:
-            reason = run_checks(node, checks)
-        if reason is None:
-            feasible.append(name)
-        else:
-            filtered[reason] += 1
-            failed.append((name, reason))
-    results = score_nodes(snapshot, feasible, extra_load=herd_adjustments(cache, snapshot, feasible))
-    ranked = []
-    for result in results:
-        if result.feasible:
-            ranked.append(result)
-        else:
-            filtered[result.reasons[0].key] += 1
+    ranked: list[NodeResult] = []
+    names = list(cache.nodes)
+    wanted = feasible_nodes_to_find(total_nodes)
+    # Start where the previous pod's search stopped, so every node gets its turn (as kube does).
+    start = cache.next_start % total_nodes if total_nodes else 0
+    order = names[start:] + names[:start]
+    position = 0
+    while position < total_nodes and len(ranked) < wanted:
+        feasible: list[str] = []
+        while position < total_nodes and len(feasible) < wanted - len(ranked):
+            name = order[position]
+            position += 1
+            node = cache.nodes[name]
+            reason = run_filters(pod, node, cache.usage_of(name), filters)
+            if reason is None and checks:
+                reason = run_checks(node, checks)
+            if reason is None:
+                feasible.append(name)
+            else:
+                filtered[reason] += 1
+                failed.append((name, reason))
+        # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
+        for result in score_nodes(snapshot, feasible, extra_load=herd_adjustments(cache, snapshot, feasible)):
+            if result.feasible:
+                ranked.append(result)
+            else:
+                filtered[result.reasons[0].key] += 1
+    cache.next_start = (start + position) % total_nodes if total_nodes else 0
     if not ranked:
         message = summarize_failures(total_nodes, filtered)
         freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks)

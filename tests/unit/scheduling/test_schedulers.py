@@ -18,7 +18,7 @@ from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.scheduling import schedulers
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
+from promsched.scheduling.deciding import decide, feasible_nodes_to_find
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
@@ -401,3 +401,25 @@ async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
     assert not sender.bodies("/binding")
     assert scheduler.cache.usage_of("idle").pods == 0
     assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
+
+
+@pytest.mark.parametrize(
+    ("nodes", "searched"), [(6, 6), (99, 99), (100, 100), (1000, 420), (5000, 500), (20000, 1000)]
+)
+def test_large_clusters_are_searched_in_part_as_kube_does(nodes: int, searched: int) -> None:
+    assert feasible_nodes_to_find(nodes) == searched
+
+
+def test_each_search_starts_where_the_last_one_stopped() -> None:
+    plan = plan_from_policy(parse_spec(policy()["spec"]))
+    names = [f"n{index:03}" for index in range(200)]
+    snapshot = snapshot_of(plan, {"cpu": dict.fromkeys(names, 10.0)}, at=time.time())
+    cache = ClusterCache()
+    for name in names:
+        cache.upsert_node(NodeInfo.from_object(node(name)))
+    for index in range(4):
+        outcome = decide(PodInfo.from_object(pod(f"p{index}")), cache, snapshot)
+        # 100 of the 200 nodes are enough; the next pod searches the other half.
+        half = names[:100] if index % 2 == 0 else names[100:]
+        assert sorted(r.node for r in outcome.ranked) == half
+        assert cache.next_start == (index + 1) * 100 % 200
