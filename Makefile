@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 SANDBOX_DIR ?= .sandbox
 DEMO_NODES ?= 6
 
-.PHONY: venv lint format crds install-sandbox test test-unit test-integration demo demo-down clean
+.PHONY: venv lint format crds install-sandbox test test-unit test-integration test-load demo demo-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ test-unit: venv
 test-integration: install-sandbox
 	pytest tests/integration -q -m "integration or e2e"
 
+test-load: install-sandbox
+	pytest tests/load -q -s
+
 # Everything: lint, types, import layers, unit tests, then the integration and e2e tiers on one sandbox.
 test: lint install-sandbox
 	pytest tests -q
@@ -55,7 +58,7 @@ clean: demo-down
 # Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
 # BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox.
 BENCH_NODES ?= 100,1000
-BENCH_ARGS ?= --big-burst 5000 --profile
+BENCH_ARGS ?= --big-burst 5000 --profile --micro
 .PHONY: bench
 
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed

@@ -114,6 +114,7 @@ class Settings:
     workdir: Path | None
     merge: bool
     render: bool
+    micro: bool
 
 
 # ----- load profiles and decision quality ---------------------------------------------------------------
@@ -790,6 +791,11 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument(
         "--render", action="store_true", help="only rewrite results.md and the plots from OUT/results.json"
     )
+    parser.add_argument(
+        "--micro",
+        action="store_true",
+        help="also time the decision alone offline (bench/decide_micro.py) at each node count",
+    )
     args = parser.parse_args(argv)
     known = {v.key: v for v in VARIANTS}
     variants = tuple(known[key] for key in args.variants.split(",") if key)
@@ -811,6 +817,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         workdir=args.workdir,
         merge=args.merge,
         render=args.render,
+        micro=args.micro,
     )
 
 
@@ -852,7 +859,10 @@ def main(argv: list[str] | None = None) -> int:
     settings.out.mkdir(parents=True, exist_ok=True)
     previous = settings.out / "results.json"
     if settings.render:
-        print(_write(json.loads(previous.read_text()), settings.out, plots=True))
+        stored: dict[str, Any] = json.loads(previous.read_text())
+        if settings.micro:
+            stored["micro"] = _micro(sorted({e["nodes"] for e in stored["node_counts"]}))
+        print(_write(stored, settings.out, plots=True))
         return 0
     started = time.monotonic()
     invocation = {
@@ -866,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
             **{
                 k: v
                 for k, v in asdict(settings).items()
-                if k not in ("out", "variants", "workdir", "merge", "render")
+                if k not in ("out", "variants", "workdir", "merge", "render", "micro")
             },
             "variants": [asdict(v) for v in settings.variants],
             "pod_requests": {"cpu": POD_CPU, "memory": POD_MEMORY},
@@ -898,17 +908,33 @@ def main(argv: list[str] | None = None) -> int:
         results["node_counts"].sort(key=lambda e: e["nodes"])
         invocation["wall_s"] = time.monotonic() - started
         _write(results, settings.out, plots=False)
+    if settings.micro:
+        results["micro"] = _micro(sorted({e["nodes"] for e in results["node_counts"]}))
     invocation["wall_s"] = time.monotonic() - started
     markdown = _write(results, settings.out, plots=True)
     print(markdown)
     return 0
 
 
+def _micro(node_counts: list[int]) -> list[dict[str, object]]:
+    """`bench.decide_micro` at each node count: the decision alone, offline, and the fix prototypes."""
+    from bench import decide_micro
+
+    rows = []
+    for nodes in node_counts:
+        pods = 300 if nodes <= 1000 else 100
+        _report(f"== the decision alone, offline: {nodes} nodes, {pods} pods")
+        rows += decide_micro.measure(nodes, pods)
+    return rows
+
+
 def _write(results: dict[str, Any], out: Path, plots: bool) -> str:
     results["targets"] = reporting.targets(results)
     document = reporting.sanitize(results)
     (out / "results.json").write_text(json.dumps(document, indent=1, default=_json_default, allow_nan=False))
-    markdown = reporting.markdown(results)
+    earlier = out / "before" / "results.json"
+    before = json.loads(earlier.read_text()) if earlier.exists() else None
+    markdown = reporting.markdown(results, before)
     (out / "results.md").write_text(markdown)
     if plots:
         for line in reporting.plots(results, out):

@@ -218,7 +218,58 @@ def _table(runs: list[Run], ratios: list[tuple[str, Run, Run]]) -> list[str]:
     return lines
 
 
-def markdown(results: dict[str, Any]) -> str:
+def before_after(before: dict[str, Any], after: dict[str, Any], label: str) -> list[str]:
+    """promsched's rows of an earlier run (before a change) next to this run's."""
+    lines = [
+        f"## promsched before and after ({label})",
+        "",
+        _row(
+            [
+                "Nodes",
+                "Mode",
+                "Pods",
+                "Throughput (pods/s)",
+                "p50 (ms)",
+                "p99 (ms)",
+                "Decision (ms/pod)",
+                "Sched CPU (s)",
+                "Peak RSS (MB)",
+                "CPU util std (%)",
+                "Prom queries/pod",
+            ]
+        ),
+        _row(["---"] * 11),
+    ]
+    pairs = []
+    for entry, run in _all_runs(after):
+        if run["variant"] != "promsched":
+            continue
+        for old_entry, old in _all_runs(before):
+            if (
+                old["variant"] == "promsched"
+                and old_entry["nodes"] == entry["nodes"]
+                and old["mode"] == run["mode"]
+                and old["pods"] == run["pods"]
+            ):
+                pairs.append((entry["nodes"], old, run))
+    for nodes, old, new in pairs:
+        cells = [str(nodes), new["mode"], str(new["pods"])]
+        for key, fmt in (
+            ("throughput", "{:.1f}"),
+            ("p50_ms", "{:.0f}"),
+            ("p99_ms", "{:.0f}"),
+            ("decide_ms_mean", "{:.2f}"),
+            ("scheduler_cpu_s", "{:.2f}"),
+            ("peak_rss_mb", "{:.0f}"),
+            ("spread.cpu_std", "{:.2f}"),
+            ("queries_per_pod", "{:.4f}"),
+        ):
+            cells.append(f"{_cell(old, key, fmt)} -> {_cell(new, key, fmt)}")
+        lines.append(_row(cells))
+    return [*lines, ""] if pairs else []
+
+
+def markdown(results: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     settings = results["settings"]
     machine = results["machine"]
     revision = results.get("revision", {})
@@ -307,10 +358,38 @@ def markdown(results: dict[str, Any]) -> str:
             lines += ["Extra promsched runs (not in the ratios):", ""]
             lines += _table(entry["extra_runs"], [])
             lines.append("")
+    if before is not None:
+        revision = before.get("revision", {}).get("commit", "?")[:7]
+        lines += before_after(before, results, f"before: commit {revision}, in before/results.md")
     lines += ["## Targets", "", _row(["Target", "Measured", "Status"]), _row(["---"] * 3)]
     for target in results.get("targets", []):
         lines.append(_row([target["target"], target["value"], f"**{target['status']}**"]))
     lines.append("")
+    micro = results.get("micro") or []
+    if micro:
+        lines += [
+            "## The decision alone, offline (`python -m bench.decide_micro`)",
+            "",
+            "`decide()` and `assume()` for a burst of pods on the same nodes and load profiles, without a "
+            "cluster, in one process. " + str(results.get("micro_note", "")),
+            "",
+            _row(["Nodes", "Pods", "Variant", "ms per decision", "Same nodes chosen"]),
+            _row(["---"] * 5),
+        ]
+        for row in micro:
+            same = row.get("same_nodes")
+            lines.append(
+                _row(
+                    [
+                        str(row["nodes"]),
+                        str(row["pods"]),
+                        str(row["variant"]),
+                        f"{row['ms_per_decision']:.2f}",
+                        "" if same is None else ("yes" if same else "NO"),
+                    ]
+                )
+            )
+        lines.append("")
     for entry in results["node_counts"]:
         profile = entry.get("profile_file")
         if profile and Path(profile).exists():

@@ -21,7 +21,7 @@ from support.polling import eventually
 FIXTURES = Path(__file__).parent / "fixtures"
 SANDBOX_NODES = 6
 # Tiers run cheapest first; the fault tier last, since it stops and restarts shared components.
-TIER_ORDER = ("unit", "integration", "e2e", "faults")
+TIER_ORDER = ("unit", "integration", "e2e", "faults", "load")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
