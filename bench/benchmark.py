@@ -1,7 +1,8 @@
 """`make bench`: promsched side by side with kube-scheduler and a null binder, on one sandbox per node count.
 
     python -m bench.benchmark [--nodes 100,1000] [--pods 500] [--rate 50] [--out bench/results]
-                              [--big-burst 5000] [--profile]
+                              [--modes rate,burst] [--variants promsched,ks-default,ks-raised,null]
+                              [--big-burst 5000] [--profile] [--micro] [--merge] [--render]
 
 For each node count it starts a sandbox (kwok nodes with skewed load profiles, simulated metrics for all)
 and runs, one after another and each in a namespace of its own that is deleted before the next run:

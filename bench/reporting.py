@@ -398,8 +398,8 @@ def markdown(results: dict[str, Any], before: dict[str, Any] | None = None) -> s
             lines += [
                 "",
                 "`<lambda> (<string>)` is the constructor typing.NamedTuple generates "
-                "(`PluginResult.__new__`, five per node per pod in `score_nodes`), with the garbage "
-                "collections its allocations trigger.",
+                "(`PluginResult.__new__`, one per node and plugin scored in `metrics/scoring.py`), with the "
+                "garbage collections its allocations trigger.",
                 "",
             ]
     return "\n".join(lines)
