@@ -81,12 +81,14 @@ def patch_policy_status(name: str, status: Mapping[str, Any]) -> Request:
     return Request("PATCH", f"{policy_path(name)}/status", {"status": dict(status)}, MERGE_PATCH)
 
 
-def list_objects(path: str, limit: int = 500, continue_token: str = "") -> Request:
+def list_objects(
+    path: str, continue_token: str = "", params: Mapping[str, str] | None = None, limit: int = 500
+) -> Request:
     """One page of a list (e.g. ``/api/v1/pods``); `sending.pages` follows ``metadata.continue``."""
-    params = {"limit": str(limit)}
+    query = {**(params or {}), "limit": str(limit)}
     if continue_token:
-        params["continue"] = continue_token
-    return Request("GET", path, params=params)
+        query["continue"] = continue_token
+    return Request("GET", path, params=query)
 
 
 def get_secret(namespace: str, name: str) -> Request:

@@ -90,10 +90,7 @@ async def pages(
     """The items of a list endpoint, a page at a time (so a large cluster is never held twice)."""
     token = ""
     while True:
-        request = list_objects(path, continue_token=token)
-        page = await sender.send(
-            Request(request.method, request.path, params={**request.params, **(params or {})})
-        )
+        page = await sender.send(list_objects(path, continue_token=token, params=params))
         yield page.get("items") or []
         token = (page.get("metadata") or {}).get("continue") or ""
         if not token:

@@ -7,7 +7,7 @@ policy's snapshot is fresh. A standby replica is ready (it holds no lease, but w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -54,7 +54,7 @@ def application(liveness: Check, readiness: Check) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    def probe(check: Check) -> Callable[[web.Request], object]:
+    def probe(check: Check) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(_request: web.Request) -> web.Response:
             problems = check()
             if problems:
@@ -65,6 +65,6 @@ def application(liveness: Check, readiness: Check) -> web.Application:
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", probe(liveness))  # type: ignore[arg-type]
-    app.router.add_get("/readyz", probe(readiness))  # type: ignore[arg-type]
+    app.router.add_get("/healthz", probe(liveness))
+    app.router.add_get("/readyz", probe(readiness))
     return app
