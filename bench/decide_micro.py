@@ -133,11 +133,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     for row in measure(args.nodes, args.pods):
-        same = row.get("same_nodes")
-        note = "" if same is None else (" (same nodes chosen)" if same else " (DIFFERENT nodes chosen)")
-        print(
-            f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms{note}"
-        )
+        print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
     if args.profile:
         run = burst(args.nodes, args.pods)
         profiler = cProfile.Profile()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,3 +24,12 @@ def eventually(
         if time.monotonic() > deadline:
             pytest.fail(f"{what or 'condition'} still not met after {timeout:.0f}s; last value: {value!r}")
         time.sleep(0.25)
+
+
+async def eventually_async(condition: Callable[[], bool], within: float = 10.0, what: str = "") -> None:
+    """Let the event loop run until `condition` holds; fail at the deadline."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what or 'condition'} still not met after {within:.0f}s")
+        await asyncio.sleep(0.01)

@@ -64,6 +64,9 @@ class _Scored:
     since: float
     until: float
     results: dict[str, NodeResult] = field(default_factory=dict)
+    # node -> the extra load it was last scored with, and the result: extra load changes only when a
+    # pod is placed on the node, so most nodes with some are looked up too.
+    adjusted: dict[str, tuple[Mapping[str, float], NodeResult]] = field(default_factory=dict)
 
 
 def _memo(snapshot: Snapshot, moment: float) -> _Scored:
@@ -92,8 +95,8 @@ def score_nodes(
     """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
 
     `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
-    This runs for every node for every pod: a node without extra load is scored once per snapshot
-    (while its samples keep their freshness) and looked up afterwards.
+    This runs for every node for every pod: a node is scored once per snapshot and extra load (while
+    its samples keep their freshness) and looked up afterwards.
     """
     moment = time.time() if now is None else now
     memo = _memo(snapshot, moment)
@@ -102,7 +105,10 @@ def score_nodes(
     for node in nodes:
         extra = extra_load.get(node) if extra_load else None
         if extra:
-            results.append(_score_node(snapshot, node, moment, extra))
+            known = memo.adjusted.get(node)
+            if known is None or (known[0] is not extra and known[0] != extra):
+                known = memo.adjusted[node] = (extra, _score_node(snapshot, node, moment, extra))
+            results.append(known[1])
             continue
         result = cached.get(node)
         if result is None:

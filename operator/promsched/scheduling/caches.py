@@ -8,8 +8,10 @@ The pods counted on each node are kept with their labels and affinity terms, ind
 the rules they carry, for the inter-pod and spreading filters; with them the namespaces' labels (for
 namespace selectors) and the claims, volumes and storage classes the volume filters read.
 
-Placements are also remembered with their time, for the herd effect: pods placed after the latest
-metric snapshot add their requests to the node's load, until a newer snapshot is taken.
+Placements are also remembered with their time, for the herd effect: a pod placed recently adds the
+part of its requests the metrics do not show yet to its node's load (see `deciding.herd_adjustments`).
+A placement's time is when the scheduler assumed the pod, or when the pod started if it was bound by
+someone else (a pod found running at start-up has been in the metrics for long).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
-# Placements older than this no longer matter to any snapshot (refresh intervals are far shorter).
+# Placements older than this no longer matter to any snapshot, unless a policy's metric windows are
+# longer: the scheduler raises `ClusterCache.placement_memory` for those.
 PLACEMENT_MEMORY_SECONDS = 600.0
 
 
@@ -48,7 +51,10 @@ class ClusterCache:
     # uid -> (node, pod) for every pod counted on a node, bound or assumed.
     counted: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     assumed: set[str] = field(default_factory=set)
-    placements: dict[str, deque[Placement]] = field(default_factory=dict)
+    placements: dict[str, deque[Placement]] = field(default_factory=dict)  # per node, oldest first
+    # node -> a number that changes whenever its placements do, so what is derived from them can be kept.
+    placement_versions: dict[str, int] = field(default_factory=dict)
+    placement_memory: float = PLACEMENT_MEMORY_SECONDS
     next_start: int = 0  # where the next pod's search over nodes starts (see deciding)
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
@@ -91,7 +97,8 @@ class ClusterCache:
 
     def remove_node(self, name: str) -> None:
         self.nodes.pop(name, None)
-        self.placements.pop(name, None)
+        if self.placements.pop(name, None):
+            self._placements_changed(name)
         # Its pods stay counted under its name: they are deleted by the garbage collector, not by us.
 
     def _count(self, node: str, pod: PodInfo) -> None:
@@ -155,7 +162,7 @@ class ClusterCache:
                 return False
             freed = self._uncount(pod.uid) is not None
             self._count(pod.node_name, pod)
-            self._remember(pod.node_name, pod)
+            self._remember(pod.node_name, pod, pod.started_at)
             return freed
         if pod.uid in self.assumed:
             return False  # our binding is in flight; the pod's watch event has not caught up
@@ -247,39 +254,35 @@ class ClusterCache:
                 placements = self.placements.get(node)
                 if placements:
                     self.placements[node] = deque(p for p in placements if p.uid != uid)
+                    self._placements_changed(node)
 
-    def _remember(self, node: str, pod: PodInfo) -> None:
-        placements = self.placements.setdefault(node, deque())
+    def _remember(self, node: str, pod: PodInfo, at: float | None = None) -> None:
         now = self.clock()
-        placements.append(Placement(now, pod.uid, pod.requests))
-        while placements and placements[0].at < now - PLACEMENT_MEMORY_SECONDS:
+        oldest = now - self.placement_memory
+        at = now if at is None else min(at, now)
+        placements = self.placements.setdefault(node, deque())
+        while placements and placements[0].at < oldest:
             placements.popleft()
+        if at >= oldest:
+            placement = Placement(at, pod.uid, pod.requests)
+            # Kept in time order; a pod that started earlier than the latest placement is rare.
+            position = len(placements)
+            while position and placements[position - 1].at > at:
+                position -= 1
+            placements.insert(position, placement)
+        if not placements:
+            del self.placements[node]
+        self._placements_changed(node)
 
-    def placed_since(self, node: str, since: float) -> Iterator[Placement]:
+    def _placements_changed(self, node: str) -> None:
+        self.placement_versions[node] = self.placement_versions.get(node, 0) + 1
+
+    def placements_after(self, node: str, since: float) -> Iterator[Placement]:
+        """The node's placements later than `since`, newest first."""
         for placement in reversed(self.placements.get(node, ())):
             if placement.at <= since:
                 return
             yield placement
-
-    def nodes_placed_since(self, since: float) -> list[str]:
-        """Nodes with at least one placement after `since` (placements are kept in time order)."""
-        return [
-            node for node, placements in self.placements.items() if placements and placements[-1].at > since
-        ]
-
-    def recent_load_percent(self, node: str, since: float) -> tuple[float, float]:
-        """CPU and memory requests of pods placed on `node` after `since`, as percent of allocatable."""
-        info = self.nodes.get(node)
-        if info is None:
-            return 0.0, 0.0
-        cpu = memory = 0
-        for placement in self.placed_since(node, since):
-            cpu += placement.requests.milli_cpu
-            memory += placement.requests.memory
-        allocatable = info.allocatable
-        cpu_percent = 100.0 * cpu / allocatable.milli_cpu if allocatable.milli_cpu else 0.0
-        memory_percent = 100.0 * memory / allocatable.memory if allocatable.memory else 0.0
-        return cpu_percent, memory_percent
 
 
 def _repelled_labels(pod: PodInfo) -> list[tuple[str, str] | None]:

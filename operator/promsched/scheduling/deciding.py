@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT, BuiltinPlugin
+from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
@@ -32,6 +34,7 @@ from promsched.scheduling.filters import (
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import nodes_freed_by_preemption, preemption_note
+from promsched.scheduling.resources import Resources
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
@@ -63,22 +66,104 @@ def feasible_nodes_to_find(total_nodes: int) -> int:
     return max(MIN_FEASIBLE_NODES_TO_FIND, total_nodes * percent // 100)
 
 
-def herd_adjustments(
-    cache: ClusterCache, snapshot: Snapshot, nodes: list[str]
-) -> dict[str, dict[str, float]]:
-    """Load (percent) to add per node and plugin for pods placed since the snapshot was taken, so a burst
-    does not all land on the node that looked idlest when the metrics were read."""
-    if not any(name in snapshot.plugins for name in (BuiltinPlugin.CPU, BuiltinPlugin.MEMORY)):
-        return {}
-    adjustments = {}
-    candidates = set(nodes)
-    # Only nodes with a placement since the snapshot can need an adjustment: few, even in a burst.
-    for node in cache.nodes_placed_since(snapshot.taken_at):
-        if node not in candidates:
+# A pod's load reaches the metrics once it runs and the exporter is scraped again: kube-prometheus-stack
+# scrapes every 30 s.
+METRIC_LAG_SECONDS = 30.0
+# The plugins whose values pods' requests add to (percent of allocatable), with the resource they read.
+_HERD_RESOURCES: dict[str, Callable[[Resources], int]] = {
+    BuiltinPlugin.CPU.value: lambda resources: resources.milli_cpu,
+    BuiltinPlugin.MEMORY.value: lambda resources: resources.memory,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HerdWindow:
+    """How much of a pod's load one plugin's value shows, by when the pod was placed: none until
+    `METRIC_LAG_SECONDS` before the value was read, then a growing share of the window it averages."""
+
+    plugin: str
+    read_at: float  # unix time of the query the value came from
+    window: float  # seconds the value averages over (0: instant)
+
+    @property
+    def horizon(self) -> float:
+        """Pods placed at or before this are wholly in the value."""
+        return self.read_at - METRIC_LAG_SECONDS - self.window
+
+    def unseen(self, placed_at: float) -> float:
+        """The share (0..1) of a pod placed at `placed_at` the value does not show yet."""
+        covered = self.read_at - METRIC_LAG_SECONDS - placed_at
+        if covered <= 0.0:
+            return 1.0
+        if covered >= self.window:
+            return 0.0
+        return 1.0 - covered / self.window
+
+
+def herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
+    windows = []
+    for name in _HERD_RESOURCES:
+        plugin_snapshot = snapshot.plugins.get(name)
+        if plugin_snapshot is None:
             continue
-        cpu, memory = cache.recent_load_percent(node, snapshot.taken_at)
-        if cpu or memory:
-            adjustments[node] = {BuiltinPlugin.CPU.value: cpu, BuiltinPlugin.MEMORY.value: memory}
+        read_at = plugin_snapshot.refreshed_at or snapshot.taken_at
+        windows.append(HerdWindow(name, read_at, plugin_snapshot.plugin.window_seconds))
+    return tuple(windows)
+
+
+def herd_memory_seconds(plan: Plan) -> float:
+    """How long placements matter to `plan`'s herd adjustment."""
+    windows = [plugin.window_seconds for plugin in plan.plugins if plugin.name in _HERD_RESOURCES]
+    return METRIC_LAG_SECONDS + max(windows, default=0.0)
+
+
+def _unseen_load(cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...]) -> dict[str, float]:
+    info = cache.nodes.get(node)
+    if info is None:
+        return {}
+    load = {}
+    for window in windows:
+        amount = _HERD_RESOURCES[window.plugin]
+        allocatable = amount(info.allocatable)
+        if not allocatable:
+            continue
+        unseen = sum(
+            amount(placement.requests) * window.unseen(placement.at)
+            for placement in cache.placements_after(node, window.horizon)
+        )
+        if unseen:
+            load[window.plugin] = 100.0 * unseen / allocatable
+    return load
+
+
+def herd_adjustments(
+    cache: ClusterCache, snapshot: Snapshot, nodes: Iterable[str]
+) -> dict[str, dict[str, float]]:
+    """Load (percentage points) to add per node and plugin for pods placed too recently for the
+    snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
+    when the metrics were read.
+
+    Per snapshot and node it is worked out once and kept until the node's placements change, so a pod's
+    cycle costs a lookup per node.
+    """
+    windows: tuple[HerdWindow, ...] | None = snapshot.score_memo.get("herd_windows")
+    if windows is None:
+        windows = snapshot.score_memo["herd_windows"] = herd_windows(snapshot)
+    if not windows:
+        return {}
+    known: dict[str, tuple[int, dict[str, float]]] = snapshot.score_memo.setdefault("herd", {})
+    horizon = min(window.horizon for window in windows)
+    adjustments = {}
+    for node in nodes:
+        placements = cache.placements.get(node)
+        if not placements or placements[-1].at <= horizon:
+            continue
+        version = cache.placement_versions[node]
+        entry = known.get(node)
+        if entry is None or entry[0] != version:
+            entry = known[node] = (version, _unseen_load(cache, node, windows))
+        if entry[1]:
+            adjustments[node] = entry[1]
     return adjustments
 
 
@@ -133,6 +218,7 @@ def decide(
     if isinstance(checks, Rejection):
         everywhere = {checks.message: total_nodes} if total_nodes else {}
         return Outcome(None, (), everywhere, total_nodes, summarize_rejection(total_nodes, checks))
+    filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
     filtered: Counter[str] = Counter()
     failed: list[tuple[str, str]] = []
     ranked: list[NodeResult] = []

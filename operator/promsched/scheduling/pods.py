@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -195,6 +196,7 @@ class PodInfo:
     creation_timestamp: str = ""
     resource_version: str = ""
     deletion_timestamp: bool = False  # whether metadata.deletionTimestamp is set
+    started_at: float | None = None  # status.startTime as unix seconds: since when the pod may load its node
     scheduling_gated: bool = False  # whether spec.schedulingGates is non-empty
     requests: Resources = ZERO_RESOURCES
     labels: Mapping[str, str] = field(default_factory=_empty_labels)
@@ -264,6 +266,7 @@ class PodInfo:
             creation_timestamp=metadata.get("creationTimestamp") or "",
             resource_version=metadata.get("resourceVersion") or "",
             deletion_timestamp=metadata.get("deletionTimestamp") is not None,
+            started_at=_timestamp(status.get("startTime"), "status.startTime"),
             scheduling_gated=bool(spec.get("schedulingGates")),
             requests=pod_requests(spec),
             labels=MappingProxyType(labels),
@@ -289,6 +292,15 @@ def _integer(value: object, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(f"{path}: expected an integer, got {value!r}")
     return value
+
+
+def _timestamp(value: object, path: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        raise FieldError(f"{path}: expected an RFC 3339 time, got {value!r}") from None
 
 
 def _string_map(value: object, path: str) -> dict[str, str]:

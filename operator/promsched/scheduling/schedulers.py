@@ -3,7 +3,8 @@
 It knows nothing of Kopf: the operator feeds it watch events (`on_node`, `on_pod`, `on_policy`) and runs
 `run()`. Every policy is one scheduler name; one loop serves them all from one queue. A cycle is
 synchronous (filters and a snapshot lookup); bindings and event writes run concurrently with the next
-cycles, bounded by `bind_concurrency`.
+cycles. At most `bind_concurrency` of them are in flight: the loop waits for room before it takes the
+next pod, so a burst waits in the queue (one small entry per pod), not as decisions held by bindings.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from promsched.metrics.scoring import NodeResult
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import Outcome, decide
+from promsched.scheduling.deciding import Outcome, decide, herd_memory_seconds
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.nodes import NodeInfo
@@ -196,7 +197,10 @@ class Scheduler:
         self.synced = asyncio.Event()  # set once `sync` has listed the cluster
         self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self._versions: dict[str, int] = {}
-        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self.bind_concurrency = bind_concurrency
+        self._binding = 0  # bindings in flight
+        self._bind_room = asyncio.Event()
+        self._bind_room.set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ----- intake -------------------------------------------------------------------------------
@@ -424,6 +428,7 @@ class Scheduler:
             return
         runtime.invalid = ""
         plan = plan_from_policy(spec)
+        self.cache.placement_memory = max(self.cache.placement_memory, herd_memory_seconds(plan))
         if runtime.refresher is None:
             runtime.refresher = Refresher(
                 plan, endpoint, self.cache.directory, observer=_PolicyObserver(self, runtime)
@@ -546,6 +551,7 @@ class Scheduler:
             await self.sync()
             while True:
                 await self.leading.wait()
+                await self._bind_room.wait()
                 entry = await self.queue.pop()
                 if not self.leading.is_set():
                     self.queue.backoff(entry.pod.uid)
@@ -620,7 +626,10 @@ class Scheduler:
             return outcome
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
-        self._spawn(self._bind(entry, runtime, decision, outcome))
+        self._binding += 1
+        if self._binding >= self.bind_concurrency:
+            self._bind_room.clear()
+        self._spawn(self._bind(entry, runtime, decision, outcome.node, _compact_decision(outcome)))
         return outcome
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:
@@ -687,42 +696,45 @@ class Scheduler:
             logger.warning("%s %s failed: %s", request.method, request.path, error)
 
     async def _bind(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, outcome: Outcome
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
     ) -> None:
-        pod, node = entry.pod, outcome.node
-        assert node is not None
-        async with self._bind_slots:
-            # Waiting for a slot can take a while in a burst: the node may have gone or been cordoned.
-            target = self.cache.nodes.get(node)
-            if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
-                self.cache.forget(pod.uid)
-                self._bind_failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
+        try:
+            await self._send_binding(entry, runtime, decision, node, annotation)
+        finally:
+            self._binding -= 1
+            if self._binding < self.bind_concurrency:
+                self._bind_room.set()
+
+    async def _send_binding(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+    ) -> None:
+        pod = entry.pod
+        # The node may have gone or been cordoned since the decision (the cycle does not wait on the
+        # network, but events run in between).
+        target = self.cache.nodes.get(node)
+        if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
+            self.cache.forget(pod.uid)
+            self._bind_failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
+            return
+        started = time.perf_counter()
+        try:
+            await self.sender.send(
+                requests.bind_pod(pod.namespace, pod.name, pod.uid, node, {DECISION_ANNOTATION: annotation})
+            )
+        except ApiError as error:
+            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+            self.cache.forget(pod.uid)
+            if error.status in (404, 409):
+                # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
+                logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
                 return
-            started = time.perf_counter()
-            try:
-                await self.sender.send(
-                    requests.bind_pod(
-                        pod.namespace,
-                        pod.name,
-                        pod.uid,
-                        node,
-                        {DECISION_ANNOTATION: _compact_decision(outcome)},
-                    )
-                )
-            except ApiError as error:
-                telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-                self.cache.forget(pod.uid)
-                if error.status in (404, 409):
-                    # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
-                    logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
-                    return
-                self._bind_failed(entry, runtime, f"Binding rejected: {error}")
-                return
-            except (aiohttp.ClientError, TimeoutError) as error:
-                telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-                self.cache.forget(pod.uid)
-                self._bind_failed(entry, runtime, f"Binding failed: {error}")
-                return
+            self._bind_failed(entry, runtime, f"Binding rejected: {error}")
+            return
+        except (aiohttp.ClientError, TimeoutError) as error:
+            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+            self.cache.forget(pod.uid)
+            self._bind_failed(entry, runtime, f"Binding failed: {error}")
+            return
         telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
         telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
         telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))

@@ -75,7 +75,7 @@ def test_a_failed_binding_forgets_the_pod_and_its_placement(cache: ClusterCache,
     cache.assume(pod("a"), "n1")
     cache.forget("uid-a")
     assert cache.usage_of("n1").pods == 0
-    assert list(cache.placed_since("n1", clock.now - 1)) == []
+    assert list(cache.placements_after("n1", clock.now - 1)) == []
 
 
 def test_pods_bound_by_others_count_and_deletion_frees(cache: ClusterCache) -> None:
@@ -92,11 +92,37 @@ def test_finished_pods_free_their_node(cache: ClusterCache) -> None:
     assert cache.usage_of("n1").pods == 0
 
 
-def test_recent_placements_weigh_as_percent_of_allocatable(cache: ClusterCache, clock: Clock) -> None:
-    snapshot_time = clock.now
-    clock.now += 1
-    cache.assume(pod("a", cpu=1000, memory=4 * GIB), "n1")
-    cache.observe_pod(pod("b", node_name="n1", cpu=1000, memory=0))
-    assert cache.recent_load_percent("n1", snapshot_time) == (50.0, 25.0)
-    assert cache.recent_load_percent("n1", clock.now) == (0.0, 0.0)
-    assert cache.recent_load_percent("unknown", snapshot_time) == (0.0, 0.0)
+def test_placements_are_timed_by_assumption_or_start_and_kept_in_order(
+    cache: ClusterCache, clock: Clock
+) -> None:
+    cache.assume(pod("a"), "n1")
+    clock.now += 10
+    # Bound by someone else: placed when it started, behind the later assumption.
+    cache.observe_pod(pod("b", node_name="n1", started_at=clock.now - 5))
+    cache.observe_pod(pod("c", node_name="n1"))  # not started yet: placed now
+    assert [(p.uid, p.at) for p in cache.placements_after("n1", 0.0)] == [
+        ("uid-c", 5010.0),
+        ("uid-b", 5005.0),
+        ("uid-a", 5000.0),
+    ]
+    assert [p.uid for p in cache.placements_after("n1", 5004.0)] == ["uid-c", "uid-b"]
+
+
+def test_pods_running_longer_than_the_placement_memory_are_not_placements(
+    cache: ClusterCache, clock: Clock
+) -> None:
+    cache.observe_pod(pod("old", node_name="n1", started_at=clock.now - cache.placement_memory - 1))
+    assert cache.usage_of("n1").pods == 1
+    assert "n1" not in cache.placements
+
+
+def test_placement_versions_change_with_placements(cache: ClusterCache, clock: Clock) -> None:
+    cache.assume(pod("a"), "n1")
+    first = cache.placement_versions["n1"]
+    cache.assume(pod("b"), "n1")
+    second = cache.placement_versions["n1"]
+    cache.forget("uid-b")
+    assert len({first, second, cache.placement_versions["n1"]}) == 3
+    clock.now += cache.placement_memory + 1
+    cache.assume(pod("c"), "n1")  # the old ones age out as new ones come
+    assert [p.uid for p in cache.placements_after("n1", 0.0)] == ["uid-c"]

@@ -44,8 +44,9 @@ def test_identity_and_state() -> None:
         creationTimestamp="2025-01-02T03:04:05Z",
         deletionTimestamp="2025-01-02T03:05:00Z",
     )
-    obj["status"] = {"phase": "Running"}
+    obj["status"] = {"phase": "Running", "startTime": "2025-01-02T03:04:07Z"}
     pod = PodInfo.from_object(obj)
+    assert pod.started_at == 1735787047.0
     assert (pod.uid, pod.namespace, pod.name, pod.key) == ("u-1", "shop", "web-0", "shop/web-0")
     assert (pod.scheduler_name, pod.priority, pod.phase) == ("promsched", 1000, "Running")
     assert (pod.resource_version, pod.creation_timestamp) == ("42", "2025-01-02T03:04:05Z")
@@ -55,8 +56,16 @@ def test_identity_and_state() -> None:
     assert pod.unsupported == ()
 
 
+def test_a_malformed_start_time_names_the_field() -> None:
+    obj = pod_object()
+    obj["status"] = {"startTime": "yesterday"}
+    with pytest.raises(PodSpecError, match=r"status\.startTime: expected an RFC 3339 time"):
+        PodInfo.from_object(obj)
+
+
 def test_defaults() -> None:
     pod = PodInfo.from_object(pod_object())
+    assert pod.started_at is None
     assert pod.scheduler_name == "default-scheduler"
     assert (pod.priority, pod.node_name, pod.phase) == (0, "", "Pending")
     assert not pod.deletion_timestamp

@@ -24,6 +24,7 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.recording import PolicyStatus
 from promsched.scheduling.schedulers import Scheduler
+from support.polling import eventually_async
 
 LOADS = {
     "cpu": {"busy": 90.0, "idle": 10.0, "mid": 50.0},
@@ -401,6 +402,48 @@ async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
     assert not sender.bodies("/binding")
     assert scheduler.cache.usage_of("idle").pods == 0
     assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
+
+
+class GatedSender(FakeSender):
+    """Holds every binding until `gate` opens, counting those in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def send(self, request: Request) -> Any:
+        if request.path.endswith("/binding"):
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            await self.gate.wait()
+            self.in_flight -= 1
+        return await super().send(request)
+
+
+async def test_the_loop_takes_no_pod_while_the_bindings_in_flight_are_at_their_limit() -> None:
+    sender = GatedSender()
+    scheduler = Scheduler(sender, rng=random.Random(7), bind_concurrency=2)
+    for name in ("busy", "idle", "mid"):
+        scheduler.on_node("ADDED", node(name))
+    await scheduler.on_policy("ADDED", policy())
+    for index in range(6):
+        scheduler.on_pod("ADDED", pod(f"web-{index}"))
+    loop = asyncio.create_task(scheduler.run())
+    try:
+        await eventually_async(lambda: sender.in_flight == 2, what="two bindings in flight")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        # The other pods wait in the queue, undecided, rather than as decisions waiting for a slot.
+        assert len(scheduler.queue) == 4
+        assert len(scheduler.cache.assumed) == 2
+        sender.gate.set()
+        await eventually_async(lambda: len(sender.bodies("/binding")) == 6, what="all six bound")
+        assert sender.most_in_flight == 2
+    finally:
+        loop.cancel()
+        await asyncio.wait([loop])
 
 
 @pytest.mark.parametrize(

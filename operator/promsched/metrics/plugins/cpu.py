@@ -6,7 +6,7 @@ timeRange 0s uses a 1m rate window: CPU time is a counter and has no instant val
 from __future__ import annotations
 
 from promsched.metrics import promql
-from promsched.metrics.plugins.interface import LoadPlugin, counter_window
+from promsched.metrics.plugins.interface import INSTANT_COUNTER_WINDOW_SECONDS, LoadPlugin, counter_window
 
 
 class CpuPlugin(LoadPlugin):
@@ -16,3 +16,7 @@ class CpuPlugin(LoadPlugin):
         idle = promql.selector("node_cpu_seconds_total", promql.equals("mode", "idle"))
         window = counter_window(self.time_range_seconds)
         return f"100 * (1 - avg by ({by}) (rate({idle}[{window}])))"
+
+    @property
+    def window_seconds(self) -> float:
+        return self.time_range_seconds or INSTANT_COUNTER_WINDOW_SECONDS

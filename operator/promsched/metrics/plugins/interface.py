@@ -79,6 +79,11 @@ class Plugin(ABC):
     def describe(self, value: float) -> str:
         """A raw value as a reader would like it in a filter reason (``cpu load 91%``)."""
 
+    @property
+    def window_seconds(self) -> float:
+        """How many seconds of the past the value averages over (0: an instant value)."""
+        return self.time_range_seconds
+
     def with_extra_load(self, sample: Sample, percent: float) -> Sample:
         """`sample` as if the node carried `percent` more load; unchanged where that has no meaning."""
         return sample

@@ -48,6 +48,9 @@ class Filter(Protocol):
     def name(self) -> str:
         """The filter's name in logs; kube's plugin name where there is one."""
 
+    def concerns(self, pod: PodInfo) -> bool:
+        """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
 

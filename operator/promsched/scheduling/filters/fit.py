@@ -20,6 +20,9 @@ INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 class NodeResourcesFit:
     name = "NodeResourcesFit"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return True
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         if usage.pods + 1 > node.allocatable_pods:
             return TOO_MANY_PODS

@@ -14,5 +14,8 @@ REASON: Final = "node(s) didn't match Pod's node affinity/selector"
 class NodeAffinity:
     name = "NodeAffinity"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return bool(pod.node_selector) or pod.required_affinity is not None
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         return None if pod.selects_node(node) else REASON

@@ -18,6 +18,9 @@ REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 class AffinityNodeNames:
     name = "NodeAffinityPreFilter"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return pod.required_affinity is not None and pod.required_affinity.node_names is not None
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         affinity = pod.required_affinity
         if affinity is None or affinity.node_names is None or node.name in affinity.node_names:

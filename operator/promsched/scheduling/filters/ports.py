@@ -22,6 +22,9 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 class NodePorts:
     name = "NodePorts"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return bool(pod.host_ports)
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         if not pod.host_ports or not usage.host_ports:
             return None

@@ -22,6 +22,9 @@ UNREACHABLE_TAINT: Final = Taint(key="node.kubernetes.io/unreachable", value="",
 class NodeReadiness:
     name = "NodeReadiness"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return True
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         if node.ready:
             return None

@@ -13,6 +13,9 @@ from promsched.scheduling.pods import PodInfo
 class TaintToleration:
     name = "TaintToleration"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return True
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         taint = pod.untolerated_filtering_taint(node)
         return None if taint is None else f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"

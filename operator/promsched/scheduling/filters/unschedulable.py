@@ -15,6 +15,9 @@ UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", value
 class NodeUnschedulable:
     name = "NodeUnschedulable"
 
+    def concerns(self, pod: PodInfo) -> bool:
+        return True
+
     def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
         if node.unschedulable and not pod.tolerates(UNSCHEDULABLE_TAINT):
             return REASON

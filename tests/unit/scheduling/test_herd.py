@@ -1,0 +1,150 @@
+"""The herd adjustment: recently placed pods weigh on their node until the metrics show them."""
+
+from __future__ import annotations
+
+import pytest
+
+from promsched.api.policies import parse_spec
+from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
+from promsched.metrics.planning import Plan
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.deciding import (
+    METRIC_LAG_SECONDS,
+    HerdWindow,
+    herd_adjustments,
+    herd_memory_seconds,
+)
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.resources import Resources
+from support.placement import node
+
+READ_AT = 100_000.0
+GIB = 1024**3
+
+
+def plan(cpu_range: str = "1m", memory_range: str = "0s") -> Plan:
+    return plan_from_policy(
+        parse_spec(
+            {
+                "schedulerName": "promsched",
+                "prometheus": {"url": "http://prometheus:9090"},
+                "plugins": [
+                    {"name": "cpu", "timeRange": cpu_range},
+                    {"name": "memory", "timeRange": memory_range},
+                    {"name": "diskIO"},
+                ],
+            }
+        )
+    )
+
+
+def snapshot(read_at: float = READ_AT, **ranges: str) -> Snapshot:
+    the_plan = plan(**ranges)
+    plugins = {}
+    for plugin in the_plan.plugins:
+        series = {"n1": Series({}, 10.0, read_at), "n2": Series({}, 10.0, read_at)}
+        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=read_at)
+    return Snapshot(plan=the_plan, taken_at=read_at, plugins=plugins)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def placed(cache: ClusterCache, clock: Clock, name: str, at: float, node_name: str = "n1") -> None:
+    clock.now = at
+    cache.assume(PodInfo("ns", name, uid=f"uid-{name}", requests=Resources(1000, 4 * GIB, 0)), node_name)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(READ_AT)
+
+
+@pytest.fixture
+def cache(clock: Clock) -> ClusterCache:
+    cache = ClusterCache(clock=clock)
+    cache.upsert_node(node("n1"))  # 4 CPUs, 16 GiB
+    cache.upsert_node(node("n2"))
+    return cache
+
+
+@pytest.mark.parametrize(
+    ("placed_before_read", "window", "unseen"),
+    [
+        (-5.0, 60.0, 1.0),  # placed after the read
+        (METRIC_LAG_SECONDS, 60.0, 1.0),  # not scraped yet
+        (METRIC_LAG_SECONDS + 15.0, 60.0, 0.75),  # a quarter of the window shows it
+        (METRIC_LAG_SECONDS + 60.0, 60.0, 0.0),
+        (METRIC_LAG_SECONDS - 1.0, 0.0, 1.0),  # an instant value: all or nothing
+        (METRIC_LAG_SECONDS + 1.0, 0.0, 0.0),
+    ],
+)
+def test_the_unseen_share_grows_out_over_the_window(
+    placed_before_read: float, window: float, unseen: float
+) -> None:
+    assert HerdWindow("cpu", READ_AT, window).unseen(READ_AT - placed_before_read) == pytest.approx(unseen)
+
+
+def test_a_fresh_placement_adds_its_requests_as_percent_of_allocatable(
+    cache: ClusterCache, clock: Clock
+) -> None:
+    placed(cache, clock, "a", READ_AT + 1)
+    assert herd_adjustments(cache, snapshot(), ["n1", "n2"]) == {"n1": {"cpu": 25.0, "memory": 25.0}}
+
+
+def test_older_placements_count_for_what_each_window_does_not_show(cache: ClusterCache, clock: Clock) -> None:
+    # Placed 45 s before the read: 15 s of the 1m cpu rate show it, the instant memory value does.
+    placed(cache, clock, "a", READ_AT - METRIC_LAG_SECONDS - 15)
+    assert herd_adjustments(cache, snapshot(), ["n1"]) == {"n1": {"cpu": 18.75}}
+    # Long enough ago for every window: nothing to add.
+    assert herd_adjustments(cache, snapshot(READ_AT + 60), ["n1"]) == {}
+
+
+def test_adjustments_follow_new_placements_within_one_snapshot(cache: ClusterCache, clock: Clock) -> None:
+    taken = snapshot()
+    placed(cache, clock, "a", READ_AT + 1)
+    first = herd_adjustments(cache, taken, ["n1", "n2"])
+    assert herd_adjustments(cache, taken, ["n1", "n2"])["n1"] is first["n1"]  # worked out once
+    placed(cache, clock, "b", READ_AT + 2)
+    placed(cache, clock, "c", READ_AT + 3, "n2")
+    assert herd_adjustments(cache, taken, ["n1", "n2"]) == {
+        "n1": {"cpu": 50.0, "memory": 50.0},
+        "n2": {"cpu": 25.0, "memory": 25.0},
+    }
+    cache.forget("uid-b")
+    assert herd_adjustments(cache, taken, ["n1"]) == {"n1": {"cpu": 25.0, "memory": 25.0}}
+    assert herd_adjustments(cache, taken, ["n2"]) == {"n2": {"cpu": 25.0, "memory": 25.0}}
+
+
+def test_a_pod_found_long_running_adds_nothing(cache: ClusterCache) -> None:
+    started = READ_AT - 3600
+    cache.observe_pod(
+        PodInfo("ns", "old", uid="uid-old", node_name="n1", started_at=started, phase="Running")
+    )
+    assert cache.usage_of("n1").pods == 1
+    assert herd_adjustments(cache, snapshot(), ["n1"]) == {}
+
+
+def test_without_cpu_or_memory_plugins_nothing_is_adjusted(cache: ClusterCache, clock: Clock) -> None:
+    disk_only = plan_from_policy(
+        parse_spec(
+            {
+                "schedulerName": "promsched",
+                "prometheus": {"url": "http://prometheus:9090"},
+                "plugins": [{"name": "diskIO"}],
+            }
+        )
+    )
+    placed(cache, clock, "a", READ_AT + 1)
+    assert herd_adjustments(cache, Snapshot.empty(disk_only, READ_AT), ["n1"]) == {}
+
+
+def test_placements_are_remembered_as_long_as_the_longest_window_needs(cache: ClusterCache) -> None:
+    assert herd_memory_seconds(plan("10m", "30m")) == METRIC_LAG_SECONDS + 1800
+    # A counter rated "instantly" still uses a one-minute window.
+    assert herd_memory_seconds(plan("0s", "0s")) == METRIC_LAG_SECONDS + 60
