@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import socket
-import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 WATCH_SERVER_TIMEOUT = 300
 WATCH_CLIENT_TIMEOUT = 330
 WATCH_CONNECT_TIMEOUT = 10
-# kwok and kubelets renew node status at least every minute; this much silence means a dead watch.
-WATCH_SILENCE_LIMIT = 180.0
 
 
 @dataclass(frozen=True)
@@ -60,10 +58,25 @@ class Runtime:
     loop_task: asyncio.Task[None] | None = None
     elector_task: asyncio.Task[None] | None = None
     site: web.AppRunner | None = None
-    last_event: float = 0.0
 
 
 _runtime: Runtime | None = None
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No last-handled state: only `on.event` handlers are registered, which need none, and Kopf's
+    default would deep-copy every pod and node for each of their events."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
 
 
 def _current() -> Runtime:
@@ -99,8 +112,8 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 60
     # Kopf would post its handler logs as Kubernetes events on every pod; the scheduler posts its own.
     settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBase()
     await runtime.client.__aenter__()
-    runtime.last_event = time.monotonic()
     runtime.loop_task = asyncio.create_task(runtime.scheduler.run(), name="promsched-scheduler")
     options = runtime.options
     if options.leader_elect:
@@ -119,10 +132,7 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         runtime.elector_task = asyncio.create_task(elector.run(), name="promsched-leader-election")
     app = serving.application(
         lambda: serving.liveness_problems(
-            runtime.scheduler,
-            lambda: runtime.loop_task is not None and not runtime.loop_task.done(),
-            lambda: runtime.last_event,
-            WATCH_SILENCE_LIMIT,
+            lambda: runtime.loop_task is not None and not runtime.loop_task.done()
         ),
         lambda: serving.readiness_problems(runtime.scheduler),
     )
@@ -152,16 +162,12 @@ def _kind(event: kopf.RawEvent) -> str:
 
 @kopf.on.event("", "v1", "nodes")
 async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-    runtime = _current()
-    runtime.last_event = time.monotonic()
-    runtime.scheduler.on_node(_kind(event), event["object"])
+    _current().scheduler.on_node(_kind(event), event["object"])
 
 
 @kopf.on.event("", "v1", "pods")
 async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-    runtime = _current()
-    runtime.last_event = time.monotonic()
-    runtime.scheduler.on_pod(_kind(event), event["object"])
+    _current().scheduler.on_pod(_kind(event), event["object"])
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -107,6 +107,18 @@ GO_BUILDS: tuple[GoBuild, ...] = (
 )
 
 
+# kwok's own node stages, read from its module at KWOK_VERSION. kwok v0.7.0 picks its default node
+# heartbeat the wrong way round (with node leases on it rewrites every node's status every 20-45 s, as
+# kubelets without leases did), so the sandbox names the stages itself: initialisation, and the
+# heartbeat that goes with leases (status every 10-20 minutes, as kubelets report an unchanged status).
+KWOK_MODULE = f"sigs.k8s.io/kwok@{KWOK_VERSION}"
+KWOK_NODE_STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+)
+KWOK_NODE_STAGES = "kwok-node-stages.yaml"  # in the bin folder
+
+
 @dataclass(frozen=True)
 class DebianPackage:
     package: str

@@ -7,6 +7,7 @@ interrupted build never leaves a half-written binary that a later run would trus
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from promsched.sandbox.components import DEBIAN_PACKAGES, GO_BUILDS, DebianPackage, GoBuild, bin_dir
+from promsched.sandbox.components import (
+    DEBIAN_PACKAGES,
+    GO_BUILDS,
+    KWOK_MODULE,
+    KWOK_NODE_STAGE_FILES,
+    KWOK_NODE_STAGES,
+    DebianPackage,
+    GoBuild,
+    bin_dir,
+)
 
 Report = Callable[[str], None]
 
@@ -27,6 +37,11 @@ class InstallError(RuntimeError):
 
 def _print(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _require_go() -> None:
+    if shutil.which("go") is None:
+        raise InstallError("the `go` command is not on PATH; install Go 1.26 or newer to build the sandbox")
 
 
 def missing_binaries(build: GoBuild, target: Path) -> list[str]:
@@ -46,8 +61,7 @@ def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, 
 
 
 def build_go(build: GoBuild, target: Path, report: Report) -> None:
-    if shutil.which("go") is None:
-        raise InstallError("the `go` command is not on PATH; install Go 1.26 or newer to build the sandbox")
+    _require_go()
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="promsched-build-", dir=target.parent) as tmp:
         out_dir = Path(tmp)
@@ -98,6 +112,24 @@ def install_debian(packages: tuple[DebianPackage, ...], report: Report) -> None:
             raise InstallError(f"apt-get install {' '.join(specs)} failed:\n{result.stderr.strip()}")
 
 
+def install_kwok_stages(target: Path, report: Report) -> None:
+    """kwok's node stages from its pinned module, as one multi-document file for `kwok --config`."""
+    report(f"  kwok node stages from {KWOK_MODULE}")
+    _require_go()
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", KWOK_MODULE], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise InstallError(
+            f"go mod download {KWOK_MODULE} failed:\n{(result.stdout + result.stderr).strip()}"
+        )
+    module_dir = Path(json.loads(result.stdout)["Dir"])
+    documents = [(module_dir / name).read_text().strip() for name in KWOK_NODE_STAGE_FILES]
+    staged = target / f"{KWOK_NODE_STAGES}.partial"
+    staged.write_text("\n---\n".join(documents) + "\n")
+    staged.replace(target / KWOK_NODE_STAGES)
+
+
 def install(report: Report = _print) -> Path:
     """Make every sandbox component available; returns the folder holding the built binaries."""
     target = bin_dir()
@@ -109,5 +141,7 @@ def install(report: Report = _print) -> Path:
             build_go(build, target, report)
         else:
             report(f"  {build.label}: cached")
+    if not (target / KWOK_NODE_STAGES).exists():
+        install_kwok_stages(target, report)
     report(f"sandbox components ready in {time.monotonic() - started:.0f}s")
     return target

@@ -30,7 +30,7 @@ import yaml
 
 from promsched.sandbox import certifying, exporting, installing
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
-from promsched.sandbox.components import SANDBOX_RELEASE
+from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE
 from promsched.sandbox.profiles import LoadProfile, NodeSetup, load_profiles_file, parse_profiles
 
 Report = Callable[[str], None]
@@ -486,6 +486,7 @@ def _start_nodes(
             "--cidr=10.244.0.1/16",
             "--node-ip=10.1.0.1",
             "--node-lease-duration-seconds=40",
+            f"--config={sandbox.binary(KWOK_NODE_STAGES)}",
             f"--server-address=127.0.0.1:{sandbox.state.ports['kwok']}",
         ],
     )
