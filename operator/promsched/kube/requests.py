@@ -81,8 +81,16 @@ def patch_policy_status(name: str, status: Mapping[str, Any]) -> Request:
     return Request("PATCH", f"{policy_path(name)}/status", {"status": dict(status)}, MERGE_PATCH)
 
 
+# Objects per list page: a page of nodes or pods is parsed whole, so pages bound the memory a listing
+# takes at once (a node or pod with its managedFields is 4-5 KB of JSON, ~20 KB parsed).
+LIST_PAGE_SIZE = 100
+
+
 def list_objects(
-    path: str, continue_token: str = "", params: Mapping[str, str] | None = None, limit: int = 500
+    path: str,
+    continue_token: str = "",
+    params: Mapping[str, str] | None = None,
+    limit: int = LIST_PAGE_SIZE,
 ) -> Request:
     """One page of a list (e.g. ``/api/v1/pods``); `sending.pages` follows ``metadata.continue``."""
     query = {**(params or {}), "limit": str(limit)}

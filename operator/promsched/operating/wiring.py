@@ -21,6 +21,7 @@ from aiohttp import web
 
 from promsched.api.policies import GROUP, PLURAL, VERSION
 from promsched.kube.credentials import Credentials, discover
+from promsched.kube.requests import LIST_PAGE_SIZE
 from promsched.kube.sending import KubeClient
 from promsched.operating import serving
 from promsched.operating.leasing import LeaseElector
@@ -109,6 +110,8 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     # The resources are fixed and the CRD is installed before the operator: watching CRDs for new ones
     # would only need an extra RBAC grant (and retry forbidden errors for a minute without it).
     settings.scanning.disabled = True
+    # Kopf lists each kind whole before watching by default; pages bound the memory that takes.
+    settings.watching.chunk_size = LIST_PAGE_SIZE
     settings.networking.request_timeout = 60
     # Kopf would post its handler logs as Kubernetes events on every pod; the scheduler posts its own.
     settings.posting.enabled = False

@@ -56,6 +56,8 @@ class SchedulingQueue:
     _backoff: list[tuple[float, int, str]] = field(default_factory=list)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # uids of the entries parked unschedulable, so cluster changes visit those alone, not every pod.
+    _parked: set[str] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -67,12 +69,14 @@ class SchedulingQueue:
         return counts
 
     def _push_active(self, entry: QueuedPod) -> None:
+        self._parked.discard(entry.pod.uid)
         entry.where = Where.ACTIVE
         entry.sequence = next(self._sequence)
         heapq.heappush(self._active, (-entry.pod.priority, entry.sequence, entry.pod.uid))
         self._wakeup.set()
 
     def _push_backoff(self, entry: QueuedPod, since: float | None = None) -> None:
+        self._parked.discard(entry.pod.uid)
         entry.where = Where.BACKOFF
         entry.sequence = next(self._sequence)
         entry.ready_at = (self.clock() if since is None else since) + backoff_seconds(entry.attempts)
@@ -99,7 +103,11 @@ class SchedulingQueue:
 
     def remove(self, uid: str) -> QueuedPod | None:
         """The pod was deleted or bound (by us or another scheduler): it leaves the queue."""
+        self._parked.discard(uid)
         return self.entries.pop(uid, None)
+
+    def _parked_entries(self) -> list[QueuedPod]:
+        return [self.entries[uid] for uid in self._parked]
 
     def _flush_backoff(self, now: float) -> None:
         while self._backoff and self._backoff[0][0] <= now:
@@ -109,8 +117,8 @@ class SchedulingQueue:
                 self._push_active(entry)
 
     def _flush_unschedulable(self, now: float) -> None:
-        for entry in self.entries.values():
-            if entry.where is Where.UNSCHEDULABLE and now - entry.parked_at >= UNSCHEDULABLE_FLUSH:
+        for entry in self._parked_entries():
+            if now - entry.parked_at >= UNSCHEDULABLE_FLUSH:
                 self._push_active(entry)
 
     def pop_nowait(self) -> QueuedPod | None:
@@ -142,7 +150,7 @@ class SchedulingQueue:
 
     def done(self, uid: str) -> None:
         """The pod is assumed onto a node; it leaves the queue (a failed bind re-adds it)."""
-        self.entries.pop(uid, None)
+        self.remove(uid)
 
     def backoff(self, uid: str) -> None:
         """The attempt failed with an error (API, binding); retry after the pod's backoff."""
@@ -160,6 +168,7 @@ class SchedulingQueue:
             return
         entry.where = Where.UNSCHEDULABLE
         entry.parked_at = self.clock()
+        self._parked.add(uid)
 
     def requeue(self, pod: PodInfo, added_at: float, attempts: int) -> None:
         """A pod whose binding failed comes back through backoff, keeping its history."""
@@ -171,8 +180,8 @@ class SchedulingQueue:
         """The cluster changed (`reason`); parked pods get another try, through backoff if it is not over.
         With `only`, just the parked pods the change may help (kube's queueing hints)."""
         moved = 0
-        for entry in self.entries.values():
-            if entry.where is Where.UNSCHEDULABLE and (only is None or only(entry.pod)):
+        for entry in self._parked_entries():
+            if only is None or only(entry.pod):
                 self._push_backoff(entry, since=entry.parked_at)
                 moved += 1
         self._flush_backoff(self.clock())

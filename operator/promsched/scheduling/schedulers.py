@@ -61,6 +61,8 @@ _CORDON = NodeUnschedulable()
 DECISION_ANNOTATION = "promsched.io/decision"
 STATUS_WRITE_INTERVAL = 1.0
 SHADOWED_KEPT = 10_000
+# Bindings (each with its Scheduled event) in flight: each holds a connection to the API server.
+BIND_CONCURRENCY = 32
 TOP_NODES = 3
 # What status.lastDecision.topNodes[].plugins holds: the policy's up to 20 plugins. Placement
 # preferences follow them and are left out of the status (not of the annotation) past that.
@@ -178,7 +180,7 @@ class Scheduler:
         namespaces: frozenset[str] | None = None,
         filters: tuple[Filter, ...] = DEFAULT_FILTERS,
         rng: random.Random | None = None,
-        bind_concurrency: int = 32,
+        bind_concurrency: int = BIND_CONCURRENCY,
     ) -> None:
         self.sender = sender
         self.read_secret = read_secret

@@ -23,8 +23,8 @@ async def test_lists_are_read_a_page_at_a_time() -> None:
     api = PagedApi()
     assert await list_all(api, "/api/v1/nodes", {"fieldSelector": "x"}) == [1, 2]
     assert [dict(request.params) for request in api.sent] == [
-        {"fieldSelector": "x", "limit": "500"},
-        {"fieldSelector": "x", "limit": "500", "continue": "page-2"},
+        {"fieldSelector": "x", "limit": "100"},
+        {"fieldSelector": "x", "limit": "100", "continue": "page-2"},
     ]
 
 

@@ -19,7 +19,7 @@ class TaintTolerationScore:
     name = "TaintToleration"
     weight = 3
 
-    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores:
+    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         tolerations = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
         raw = [
             sum(
@@ -29,4 +29,6 @@ class TaintTolerationScore:
             )
             for node in nodes
         ]
+        if not any(raw):
+            return None  # no node has a PreferNoSchedule taint the pod does not tolerate
         return scaled_to_best(raw, fewer_is_better=True)
