@@ -74,7 +74,7 @@ def test_the_original_scenario_lands_on_the_least_loaded_nodes_and_says_why(clus
         }
     )
     placed = eventually(lambda: bound(cluster), lambda b: len(b) == 2, what="both replicas bound")
-    # The first replica takes node-1; its requests then weigh on node-1 until the next snapshot, so
+    # The first replica takes node-1; its requests then weigh on node-1 until the metrics show them, so
     # the second goes to node-3 rather than piling onto node-1. node-0 is the busiest and gets none.
     assert sorted(placed.values()) == ["node-1", "node-3"]
     for pod, node in placed.items():

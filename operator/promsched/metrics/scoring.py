@@ -7,7 +7,8 @@ threshold filters the node out too. The total is sum(weight x score) / sum(weigh
 count; a node with nothing that counts gets `NEUTRAL_SCORE`.
 
 `extra_load` adds percentage points to load-percent samples (the built-ins' values where they are a
-percent), e.g. for pods placed since the snapshot was taken; the raw value reported includes it.
+percent), e.g. for pods placed too recently for the metrics to show them; the raw value reported
+includes it.
 """
 
 from __future__ import annotations

@@ -218,8 +218,8 @@ def render_explanation(explanation: Explanation) -> str:
             "",
             f"{CHOSEN_MARK}: the chosen node; only the {TOP_NODES} best nodes are recorded.",
             LEGEND,
-            "cpu and memory include the requests of pods placed since the metrics were read, so a burst "
-            "of pods\nspreads instead of piling onto the node that looked idlest.",
+            "cpu and memory include the requests of pods placed too recently for the metrics to show "
+            "them,\nso a burst of pods spreads instead of piling onto the node that looked idlest.",
         ]
     if isinstance(recorded, Decision):
         lines += ["", *filtered_lines(recorded.filtered)]
@@ -421,8 +421,8 @@ async def read_cluster(sender: Sender) -> tuple[ClusterCache, list[str]]:
 
 async def rank(sender: Sender, policy: SchedulingPolicy, pod: PodInfo, pod_description: str) -> Ranking:
     """Where `policy` would place `pod` now: one snapshot, one `decide()`, no binding."""
-    # The cache is built before the snapshot is taken: pods already bound are in the metrics, so none
-    # may count as placed since the snapshot (the herd adjustment `decide()` makes for fresh bindings).
+    # Pods that started recently weigh on their nodes for the part of their requests the metrics cannot
+    # show yet, as in the scheduler (the herd adjustment `decide()` makes); their start times say.
     cache, skipped = await read_cluster(sender)
     spec = policy.spec
     try:

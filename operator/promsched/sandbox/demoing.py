@@ -176,7 +176,7 @@ def demo(directory: Path, report: Report = _print) -> None:
     promsched_bin = Path(sys.executable).parent
     report(
         "\nLess loaded nodes score higher; each placed pod adds its requests to its node's load until the"
-        "\nnext metric snapshot, so a burst spreads instead of piling onto the idlest node.\n"
+        "\nmetrics can show it, so a burst spreads instead of piling onto the idlest node.\n"
         "\nTry it yourself:\n"
         f"  set -a; . {directory}/sandbox.env; set +a\n"
         f"  export PATH=$PROMSCHED_SANDBOX_BIN:{promsched_bin}:$PATH\n"

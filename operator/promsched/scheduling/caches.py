@@ -160,13 +160,13 @@ class ClusterCache:
                     self._uncount(pod.uid)
                     self._count(pod.node_name, pod)
                 return False
-            freed = self._uncount(pod.uid) is not None
+            freed = self._release(pod.uid)
             self._count(pod.node_name, pod)
             self._remember(pod.node_name, pod, pod.started_at)
             return freed
         if pod.uid in self.assumed:
             return False  # our binding is in flight; the pod's watch event has not caught up
-        return self._uncount(pod.uid) is not None
+        return self._release(pod.uid)
 
     def pods_selected_by(self, selector: LabelSelector) -> Iterator[tuple[str, PodInfo]]:
         """(node, pod) for each counted pod whose labels `selector` matches, in any namespace. A selector
@@ -239,7 +239,23 @@ class ClusterCache:
 
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""
-        return self._uncount(uid) is not None
+        return self._release(uid)
+
+    def _release(self, uid: str) -> bool:
+        """The pod no longer loads its node (deleted, finished, its binding failed): uncount it and
+        forget its placement, whose load the metrics will not show. True when it had been counted."""
+        node = self._uncount(uid)
+        if node is None:
+            return False
+        placements = self.placements.get(node)
+        if placements and any(placement.uid == uid for placement in placements):
+            kept = deque(placement for placement in placements if placement.uid != uid)
+            if kept:
+                self.placements[node] = kept
+            else:
+                del self.placements[node]
+            self._placements_changed(node)
+        return True
 
     def assume(self, pod: PodInfo, node: str) -> None:
         self._count(node, pod)
@@ -249,12 +265,7 @@ class ClusterCache:
     def forget(self, uid: str) -> None:
         """A binding failed: the pod no longer counts where it was assumed."""
         if uid in self.assumed:
-            node = self._uncount(uid)
-            if node is not None:
-                placements = self.placements.get(node)
-                if placements:
-                    self.placements[node] = deque(p for p in placements if p.uid != uid)
-                    self._placements_changed(node)
+            self._release(uid)
 
     def _remember(self, node: str, pod: PodInfo, at: float | None = None) -> None:
         now = self.clock()

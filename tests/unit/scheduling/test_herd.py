@@ -148,3 +148,14 @@ def test_placements_are_remembered_as_long_as_the_longest_window_needs(cache: Cl
     assert herd_memory_seconds(plan("10m", "30m")) == METRIC_LAG_SECONDS + 1800
     # A counter rated "instantly" still uses a one-minute window.
     assert herd_memory_seconds(plan("0s", "0s")) == METRIC_LAG_SECONDS + 60
+
+
+def test_deleted_and_finished_pods_weigh_no_more(cache: ClusterCache, clock: Clock) -> None:
+    placed(cache, clock, "a", READ_AT + 1)
+    placed(cache, clock, "b", READ_AT + 2, "n2")
+    cache.observe_pod(PodInfo("ns", "a", uid="uid-a", node_name="n1", phase="Running"))
+    cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Running"))
+    assert set(herd_adjustments(cache, snapshot(), ["n1", "n2"])) == {"n1", "n2"}
+    cache.remove_pod("uid-a")
+    cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Succeeded"))
+    assert herd_adjustments(cache, snapshot(), ["n1", "n2"]) == {}

@@ -342,7 +342,7 @@ def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
         assert outcome.node is not None
         cache.assume(incoming, outcome.node)
         chosen.append(outcome.node)
-    # Each 1-CPU pod adds 25% CPU load to its node until the next snapshot: the two nodes alternate.
+    # Each 1-CPU pod adds 25% CPU load to its node while the metrics cannot show it: the two nodes alternate.
     assert chosen.count("a") == 3
     assert chosen.count("b") == 3
 
