@@ -96,8 +96,8 @@ def score_nodes(
     """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
 
     `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
-    This runs for every node for every pod: a node is scored once per snapshot and extra load (while
-    its samples keep their freshness) and looked up afterwards.
+    This runs for every node for every pod: each node is scored once per snapshot and extra load, while
+    its samples keep their freshness, and looked up afterwards.
     """
     moment = time.time() if now is None else now
     memo = _memo(snapshot, moment)

@@ -100,7 +100,7 @@ class HerdWindow:
         return 1.0 - covered / self.window
 
 
-def herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
+def _herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
     windows = []
     for name in _HERD_RESOURCES:
         plugin_snapshot = snapshot.plugins.get(name)
@@ -148,7 +148,7 @@ def herd_adjustments(
     """
     windows: tuple[HerdWindow, ...] | None = snapshot.score_memo.get("herd_windows")
     if windows is None:
-        windows = snapshot.score_memo["herd_windows"] = herd_windows(snapshot)
+        windows = snapshot.score_memo["herd_windows"] = _herd_windows(snapshot)
     if not windows:
         return {}
     known: dict[str, tuple[int, dict[str, float]]] = snapshot.score_memo.setdefault("herd", {})
