@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import kopf
+import asyncio
+import asyncio.sslproto
+import ssl
 
-from promsched.operating.wiring import NoDiffBase
+import kopf
+import pytest
+
+from promsched.operating.wiring import TLS_READ_BUFFER, NoDiffBase, limit_tls_read_buffers
 
 
 def test_no_diff_base_keeps_no_state_of_pods() -> None:
@@ -15,3 +20,13 @@ def test_no_diff_base_keeps_no_state_of_pods() -> None:
     assert essence == {}
     essence["spec"] = {}  # what Kopf may do with one essence leaves the next one alone
     assert storage.build(body=body) == {}
+
+
+async def test_tls_connections_get_small_read_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)  # restored afterwards
+    limit_tls_read_buffers()
+    loop = asyncio.get_running_loop()
+    protocol = asyncio.sslproto.SSLProtocol(
+        loop, asyncio.Protocol(), ssl.create_default_context(), loop.create_future(), server_hostname="x"
+    )
+    assert len(protocol._ssl_buffer) == TLS_READ_BUFFER
