@@ -9,6 +9,7 @@ DEMO_NODES ?= 6
 .PHONY: venv lint format crds install-sandbox test test-unit test-integration test-load demo demo-down clean
 
 $(VENV)/.installed: pyproject.toml
+	@echo "pip: creating $(VENV) and installing promsched (editable) with its test tools (.[test])"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -62,6 +63,7 @@ BENCH_ARGS ?= --big-burst 5000 --profile --micro
 .PHONY: bench
 
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
+	@echo "pip: installing the benchmark's plotting and profiling tools (.[bench]: matplotlib, py-spy)"
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $@
 

@@ -27,7 +27,8 @@ class SandboxState:
     release: str
     node_names: list[str]
     ports: dict[str, int]
-    # Unix time the sandbox became ready: before it, every node's metrics are exactly its initial profile.
+    # The Unix time of the first scrape after the backfilled history, when the sandbox became ready: up to
+    # it every node's metrics are exactly its initial profile, and a query at it needs no extrapolation.
     ready_at: float = 0.0
 
     @property

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from promsched.sandbox.components import (
     GoBuild,
     bin_dir,
 )
+from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
 
 Report = Callable[[str], None]
 
@@ -51,32 +53,70 @@ def missing_binaries(build: GoBuild, target: Path) -> list[str]:
 def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, dict[str, str]]:
     env = dict(os.environ, CGO_ENABLED="0", **build.env)
     ldflags = " ".join(("-s", "-w", *build.ldflags))
+    # -v names each package as it is compiled: the progress report counts those lines.
     if build.module_dir is not None:
         # Go names a binary after its package path (`server` for etcd's `.../server/v3`): name it ourselves.
         output = f"{out_dir}/{build.binaries[0]}" if len(build.binaries) == 1 else f"{out_dir}/"
-        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", output, *build.packages]
+        cmd = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", output, *build.packages]
         return cmd, build.module_dir, env
     env["GOBIN"] = str(out_dir)
-    return ["go", "install", "-trimpath", "-ldflags", ldflags, *build.packages], None, env
+    return ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, *build.packages], None, env
 
 
-def build_go(build: GoBuild, target: Path, report: Report) -> None:
+def run_with_progress(
+    cmd: list[str], cwd: Path | None, env: dict[str, str], progress: BuildProgress, printer: ProgressPrinter
+) -> int:
+    """Run a go command, showing what it downloads and compiles at least every `printer.interval`."""
+    process = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    stderr = process.stderr
+
+    def drain() -> None:
+        for line in stderr:
+            progress.feed(line)
+
+    # The go command writes progress to stderr; a thread drains it so the pipe never blocks the build.
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                returncode = process.wait(timeout=printer.interval)
+            except subprocess.TimeoutExpired:
+                printer.show(progress)
+                continue
+            reader.join()
+            return returncode
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        printer.finish()
+
+
+def build_go(build: GoBuild, target: Path, report: Report, printer: ProgressPrinter | None = None) -> None:
     _require_go()
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="promsched-build-", dir=target.parent) as tmp:
         out_dir = Path(tmp)
         cmd, cwd, env = _go_command(build, out_dir)
         report(f"  building {build.label} (first build takes minutes; Go caches make later ones fast)")
-        started = time.monotonic()
-        result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise InstallError(f"building {build.label} failed: {' '.join(cmd)}\n{result.stderr.strip()}")
+        progress = BuildProgress(build.label)
+        returncode = run_with_progress(cmd, cwd, env, progress, printer or ProgressPrinter())
+        if returncode != 0:
+            details = "\n".join(progress.other_lines[-60:])
+            raise InstallError(f"building {build.label} failed: {' '.join(cmd)}\n{details}")
         for name in build.binaries:
             built = out_dir / name
             if not built.exists():
                 raise InstallError(f"building {build.label} produced no {name} binary")
             os.replace(built, target / name)
-        report(f"  built {build.label} in {time.monotonic() - started:.0f}s")
+        report(
+            f"  built {build.label} in {progress.clock() - progress.started:.0f}s "
+            f"({progress.downloads} module(s) downloaded, {progress.packages} package(s) compiled)"
+        )
 
 
 def _installed_debian_version(package: str) -> str | None:
@@ -102,10 +142,11 @@ def install_debian(packages: tuple[DebianPackage, ...], report: Report) -> None:
         raise InstallError(
             f"missing Debian packages; run: sudo apt-get install --no-install-recommends {' '.join(specs)}"
         )
-    report(f"  apt-get install {' '.join(specs)}")
+    report(f"  apt-get install {' '.join(specs)} (the sandbox's Prometheus and node_exporter)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     apt = ["apt-get", "install", "-y", "--no-install-recommends", *specs]
     if subprocess.run(apt, env=env, capture_output=True, check=False).returncode != 0:
+        report("  apt-get update (the package lists do not have those versions yet)")
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
         result = subprocess.run(apt, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:

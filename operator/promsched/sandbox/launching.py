@@ -352,14 +352,14 @@ def up(
     try:
         _start_control_plane(sandbox, supervisor, pki, report)
         _start_nodes(sandbox, supervisor, setups, report)
-        _start_metrics(
+        metrics_ready_at = _start_metrics(
             sandbox, supervisor, setups, default_history(nodes) if history is None else history, report
         )
     except BaseException:
         report("start-up failed; stopping what was started")
         supervisor.stop_all(report)
         raise
-    sandbox = Sandbox(directory, dataclasses.replace(state, ready_at=time.time()))
+    sandbox = Sandbox(directory, dataclasses.replace(state, ready_at=metrics_ready_at))
     sandbox.save()
     (directory / "sandbox.env").write_text(
         f"KUBECONFIG={sandbox.kubeconfig}\nPROMETHEUS_URL={state.prometheus_url}\n"
@@ -500,9 +500,9 @@ def _start_nodes(
     )
 
 
-def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float) -> None:
+def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float, until: float) -> None:
     backfill = directory / "history.om"
-    exporting.write_history(profiles, since, time.time(), SCRAPE_SECONDS, backfill)
+    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill)
     command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
     result = subprocess.run(
         [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
@@ -514,16 +514,24 @@ def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float) -
 
 def _start_metrics(
     sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
-) -> None:
+) -> float:
+    """Start the metrics pipeline; returns the time of the first scrape that every node's series share.
+
+    That time is the sandbox's `ready_at`: a query evaluated at a scrape's own timestamp has a sample at
+    the window's end, so rate() need not extrapolate there. At any other instant Prometheus extrapolates
+    by half a scrape interval when the newest sample is more than 1.1 intervals old (a late scrape on a
+    busy machine), and a 1m CPU rate then reads a few points high.
+    """
     state = sandbox.state
     directory = sandbox.directory
     report(
         f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, Prometheus"
     )
     (directory / "profiles.json").write_text(json.dumps({n: s.load.as_dict() for n, s in setups.items()}))
-    since = time.time() - history
+    history_end = time.time()
+    since = history_end - history
     if history > 0:
-        _backfill(directory, {n: s.load for n, s in setups.items()}, since)
+        _backfill(directory, {n: s.load for n, s in setups.items()}, since, history_end)
     exporter = supervisor.spawn(
         "exporter",
         [
@@ -573,23 +581,23 @@ def _start_metrics(
         "Prometheus /-/ready", lambda: _http_ok(f"{state.prometheus_url}/-/ready"), 60, prometheus, supervisor
     )
     count = len(state.node_names)
-    # rate() needs two samples of every counter, so wait until a rate exists for every simulated node.
+    idle = f'node_cpu_seconds_total{{job="{exporting.JOB}",cpu="0",mode="idle"}}'
+
+    def scraped_live() -> bool:
+        # The backfilled history alone already yields rates, so wait for a scrape newer than it, and
+        # for rates of every node (a sandbox without history needs two scrapes for those).
+        live = _prometheus_query(state.prometheus_url, f"timestamp({idle}) > {history_end:.3f}")
+        rates = _prometheus_query(state.prometheus_url, f"rate({idle}[1m])")
+        return len(live) == count and len(rates) == count
+
     wait_until(
-        f"CPU rates in Prometheus for {count} node(s)",
-        lambda: (
-            len(
-                _prometheus_query(
-                    state.prometheus_url,
-                    f'sum by (instance) (rate(node_cpu_seconds_total{{job="{exporting.JOB}"}}[1m]))',
-                )
-            )
-            == count
-        ),
-        90,
-        prometheus,
-        supervisor,
-        interval=0.5,
+        f"live metrics in Prometheus for {count} node(s)", scraped_live, 90, prometheus, supervisor, 0.5
     )
+    # One target serves every node, so their newest samples share one timestamp.
+    (newest,) = _prometheus_query(state.prometheus_url, f"min(timestamp({idle}))")
+    stamp = newest["value"]
+    assert isinstance(stamp, list)
+    return float(stamp[1])
 
 
 @dataclass(frozen=True)

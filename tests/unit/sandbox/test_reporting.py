@@ -1,0 +1,96 @@
+"""Long Go builds say what they are doing, so a first install never looks like a hang."""
+
+from __future__ import annotations
+
+import io
+import sys
+import textwrap
+from pathlib import Path
+
+from promsched.sandbox.installing import run_with_progress
+from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
+
+GO_OUTPUT = """\
+go: downloading k8s.io/api v0.37.2
+go: downloading github.com/spf13/cobra v1.8.1
+internal/abi
+fmt
+k8s.io/apimachinery/pkg/util/sets
+# k8s.io/kubernetes/cmd/broken
+cmd/broken/main.go:3:1: syntax error: non-declaration statement outside function body
+"""
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_downloads_and_packages_are_counted_and_the_latest_is_named() -> None:
+    clock = FakeClock()
+    progress = BuildProgress("Kubernetes v1.37.2", clock=clock)
+    for line in GO_OUTPUT.splitlines(keepends=True)[:5]:
+        progress.feed(line)
+    clock.now += 151
+    assert progress.line() == (
+        "  Kubernetes v1.37.2: 2m31s, 2 module(s) downloaded, 3 package(s) compiled; "
+        "compiling k8s.io/apimachinery/pkg/util/sets"
+    )
+
+
+def test_compiler_errors_are_kept_for_the_failure_message_not_counted() -> None:
+    progress = BuildProgress("etcd")
+    for line in GO_OUTPUT.splitlines():
+        progress.feed(line)
+    assert progress.packages == 3
+    assert progress.other_lines == [
+        "# k8s.io/kubernetes/cmd/broken",
+        "cmd/broken/main.go:3:1: syntax error: non-declaration statement outside function body",
+    ]
+
+
+def test_a_log_gets_plain_lines_and_a_terminal_one_line_redrawn() -> None:
+    progress = BuildProgress("helm")
+    progress.feed("go: downloading helm.sh/helm/v3 v3.22.0\n")
+    plain = io.StringIO()
+    printer = ProgressPrinter(plain, terminal=False)
+    printer.show(progress)
+    printer.show(progress)
+    printer.finish()
+    assert plain.getvalue().count("\n") == 2
+    assert "\r" not in plain.getvalue()
+    assert printer.interval == 10.0
+
+    terminal = io.StringIO()
+    printer = ProgressPrinter(terminal, terminal=True)
+    printer.show(progress)
+    printer.show(progress)
+    printer.finish()
+    assert terminal.getvalue().count("\r") == 2
+    assert terminal.getvalue().count("\n") == 1  # only the line left behind at the end
+
+
+def test_a_running_build_is_reported_while_it_runs_and_its_output_drained(tmp_path: Path) -> None:
+    script = tmp_path / "fake_go.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            sys.stderr.write({GO_OUTPUT!r})
+            sys.stderr.flush()
+            time.sleep(1)
+            sys.exit(2)
+            """
+        )
+    )
+    out = io.StringIO()
+    printer = ProgressPrinter(out, terminal=False)
+    printer.interval = 0.05
+    progress = BuildProgress("fake")
+    returncode = run_with_progress([sys.executable, str(script)], None, {}, progress, printer)
+    assert returncode == 2
+    assert (progress.downloads, progress.packages) == (2, 3)
+    assert "fake: 0m0" in out.getvalue()
