@@ -25,7 +25,7 @@ from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
+from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 
@@ -91,11 +91,14 @@ def burst(nodes: int, pods: int, chosen: list[str] | None = None) -> Callable[[]
     cache, snapshot = build(nodes)
     queue = [pod(i) for i in range(pods)]
     rng = random.Random(1)
+    memo = DecisionMemo(snapshot)
 
     def run() -> float:
         started = time.perf_counter()
+        start = 0
         for item in queue:
-            outcome = decide(item, cache, snapshot, rng=rng)
+            outcome = decide(item, cache, snapshot, memo=memo, start=start, rng=rng)
+            start = outcome.next_start
             assert outcome.node is not None
             cache.assume(item, outcome.node)
             if chosen is not None:

@@ -34,7 +34,14 @@ from promsched.metrics.querying import (
 )
 from promsched.metrics.refreshing import Refresher, RefreshObserver, take_snapshot
 from promsched.metrics.samples import QueryResult, Sample, Series
-from promsched.metrics.scoring import NEUTRAL_SCORE, FilterReason, NodeResult, PluginResult, score_nodes
+from promsched.metrics.scoring import (
+    NEUTRAL_SCORE,
+    FilterReason,
+    NodeResult,
+    PluginResult,
+    ScoreMemo,
+    score_nodes,
+)
 from promsched.metrics.snapshots import PluginSnapshot, Snapshot
 
 __all__ = [
@@ -72,6 +79,7 @@ __all__ = [
     "plan_from_policy",
     "preflight",
     "preflight_report",
+    "ScoreMemo",
     "score_nodes",
     "take_snapshot",
 ]

@@ -70,20 +70,28 @@ class _Scored:
     adjusted: dict[str, tuple[Mapping[str, float], NodeResult]] = field(default_factory=dict)
 
 
-def _memo(snapshot: Snapshot, moment: float) -> _Scored:
-    memo: _Scored | None = snapshot.score_memo.get("scored")
-    if memo is None or not memo.since <= moment <= memo.until:
-        stale_after = snapshot.plan.stale_after_seconds
-        fresh_since = moment - stale_after
-        expiries = [
-            sample.sample_time + stale_after
-            for plugin_snapshot in snapshot.plugins.values()
-            for sample in plugin_snapshot.samples.values()
-            if sample.sample_time >= fresh_since
-        ]
-        memo = _Scored(moment, min(expiries, default=math.inf))
-        snapshot.score_memo["scored"] = memo
-    return memo
+@dataclass(slots=True)
+class ScoreMemo:
+    """The scores worked out from one snapshot, so that each node is scored once per snapshot rather
+    than once per pod. Its owner keeps one per snapshot in use; given another snapshot it starts over."""
+
+    snapshot: Snapshot | None = None
+    scored: _Scored | None = None
+
+    def at(self, snapshot: Snapshot, moment: float) -> _Scored:
+        memo = self.scored
+        if self.snapshot is not snapshot or memo is None or not memo.since <= moment <= memo.until:
+            stale_after = snapshot.plan.stale_after_seconds
+            fresh_since = moment - stale_after
+            expiries = [
+                sample.sample_time + stale_after
+                for plugin_snapshot in snapshot.plugins.values()
+                for sample in plugin_snapshot.samples.values()
+                if sample.sample_time >= fresh_since
+            ]
+            memo = self.scored = _Scored(moment, min(expiries, default=math.inf))
+            self.snapshot = snapshot
+        return memo
 
 
 def score_nodes(
@@ -92,23 +100,24 @@ def score_nodes(
     *,
     now: float | None = None,
     extra_load: Mapping[str, Mapping[str, float]] | None = None,
+    memo: ScoreMemo | None = None,
 ) -> list[NodeResult]:
     """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
 
     `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
-    This runs for every node for every pod: each node is scored once per snapshot and extra load, while
-    its samples keep their freshness, and looked up afterwards.
+    This runs for every node for every pod: with a `memo`, each node is scored once per snapshot and
+    extra load, while its samples keep their freshness, and looked up afterwards.
     """
     moment = time.time() if now is None else now
-    memo = _memo(snapshot, moment)
-    cached = memo.results
+    scored = (memo or ScoreMemo()).at(snapshot, moment)
+    cached = scored.results
     results = []
     for node in nodes:
         extra = extra_load.get(node) if extra_load else None
         if extra:
-            known = memo.adjusted.get(node)
+            known = scored.adjusted.get(node)
             if known is None or (known[0] is not extra and known[0] != extra):
-                known = memo.adjusted[node] = (extra, _score_node(snapshot, node, moment, extra))
+                known = scored.adjusted[node] = (extra, _score_node(snapshot, node, moment, extra))
             results.append(known[1])
             continue
         result = cached.get(node)

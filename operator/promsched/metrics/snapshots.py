@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import SeriesReport
@@ -45,9 +44,6 @@ class Snapshot:
     plan: Plan
     taken_at: float
     plugins: Mapping[str, PluginSnapshot]
-    # Scores derived from this snapshot, kept by `scoring` so each node is scored once per snapshot
-    # rather than once per pod. Not part of the snapshot's identity.
-    score_memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def empty(cls, plan: Plan, taken_at: float) -> Snapshot:

@@ -55,7 +55,6 @@ class ClusterCache:
     # node -> a number that changes whenever its placements do, so what is derived from them can be kept.
     placement_versions: dict[str, int] = field(default_factory=dict)
     placement_memory: float = PLACEMENT_MEMORY_SECONDS
-    next_start: int = 0  # where the next pod's search over nodes starts (see deciding)
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.

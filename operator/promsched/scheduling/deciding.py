@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT, BuiltinPlugin
 from promsched.metrics.planning import Plan
-from promsched.metrics.scoring import NodeResult, score_nodes
+from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters import (
@@ -50,6 +50,7 @@ class Outcome:
     filtered: dict[str, int]  # reason -> node count
     total_nodes: int
     message: str = ""
+    next_start: int = 0  # where the next pod's search over the nodes starts
 
 
 # kube-scheduler's percentageOfNodesToScore default: every node in small clusters; in large ones, stop
@@ -136,8 +137,21 @@ def _unseen_load(cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...]
     return load
 
 
+@dataclass(slots=True)
+class DecisionMemo:
+    """What decisions work out once from `snapshot` and look up afterwards: node scores, and the herd
+    adjustment per node (kept until the node's placements change). Its owner, the policy's runtime,
+    keeps one per snapshot, so `decide()` itself holds no state."""
+
+    snapshot: Snapshot
+    scores: ScoreMemo = field(default_factory=ScoreMemo)
+    herd_windows: tuple[HerdWindow, ...] | None = None
+    # node -> (its placement version, the load to add per plugin)
+    herd: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
+
+
 def herd_adjustments(
-    cache: ClusterCache, snapshot: Snapshot, nodes: Iterable[str]
+    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
 ) -> dict[str, dict[str, float]]:
     """Load (percentage points) to add per node and plugin for pods placed too recently for the
     snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
@@ -146,12 +160,12 @@ def herd_adjustments(
     Per snapshot and node it is worked out once and kept until the node's placements change, so a pod's
     cycle costs a lookup per node.
     """
-    windows: tuple[HerdWindow, ...] | None = snapshot.score_memo.get("herd_windows")
+    windows = memo.herd_windows
     if windows is None:
-        windows = snapshot.score_memo["herd_windows"] = _herd_windows(snapshot)
+        windows = memo.herd_windows = _herd_windows(memo.snapshot)
     if not windows:
         return {}
-    known: dict[str, tuple[int, dict[str, float]]] = snapshot.score_memo.setdefault("herd", {})
+    known = memo.herd
     horizon = min(window.horizon for window in windows)
     adjustments = {}
     for node in nodes:
@@ -207,17 +221,26 @@ def decide(
     cache: ClusterCache,
     snapshot: Snapshot,
     *,
+    memo: DecisionMemo | None = None,
+    start: int = 0,
     filters: tuple[Filter, ...] = DEFAULT_FILTERS,
     rng: random.Random | None = None,
     cluster_filters: tuple[ClusterFilter, ...] = DEFAULT_CLUSTER_FILTERS,
     scorers: tuple[Scorer, ...] = DEFAULT_SCORERS,
     preference_weight: int = DEFAULT_PREFERENCE_WEIGHT,
 ) -> Outcome:
+    """Where `pod` goes. The search over nodes begins at `start`; the outcome says where the next
+    pod's begins. `memo` (for `snapshot`) keeps what this decision works out for the next ones."""
+    if memo is None:
+        memo = DecisionMemo(snapshot)
+    elif memo.snapshot is not snapshot:
+        raise ValueError("the decision memo belongs to another snapshot")
     total_nodes = len(cache.nodes)
     checks = prepare_checks(pod, cache, cluster_filters)
     if isinstance(checks, Rejection):
         everywhere = {checks.message: total_nodes} if total_nodes else {}
-        return Outcome(None, (), everywhere, total_nodes, summarize_rejection(total_nodes, checks))
+        message = summarize_rejection(total_nodes, checks)
+        return Outcome(None, (), everywhere, total_nodes, message, next_start=start)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
     filtered: Counter[str] = Counter()
     failed: list[tuple[str, str]] = []
@@ -225,7 +248,7 @@ def decide(
     names = list(cache.nodes)
     wanted = feasible_nodes_to_find(total_nodes)
     # Start where the previous pod's search stopped, so every node gets its turn (as kube does).
-    start = cache.next_start % total_nodes if total_nodes else 0
+    start = start % total_nodes if total_nodes else 0
     order = names[start:] + names[:start]
     position = 0
     while position < total_nodes and len(ranked) < wanted:
@@ -243,21 +266,22 @@ def decide(
                 filtered[reason] += 1
                 failed.append((name, reason))
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
-        for result in score_nodes(snapshot, feasible, extra_load=herd_adjustments(cache, snapshot, feasible)):
+        extra_load = herd_adjustments(cache, memo, feasible)
+        for result in score_nodes(snapshot, feasible, extra_load=extra_load, memo=memo.scores):
             if result.feasible:
                 ranked.append(result)
             else:
                 filtered[result.reasons[0].key] += 1
-    cache.next_start = (start + position) % total_nodes if total_nodes else 0
+    next_start = (start + position) % total_nodes if total_nodes else 0
     if not ranked:
         message = summarize_failures(total_nodes, filtered)
-        freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks)
+        freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks, memo.scores)
         if freed:
             message += preemption_note(freed)
-        return Outcome(None, (), dict(filtered), total_nodes, message)
+        return Outcome(None, (), dict(filtered), total_nodes, message, next_start)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total
     ties = [r for r in ranked if best - r.total <= TIE_EPSILON]
     chosen = (rng or random).choice(ties)
-    return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes)
+    return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes, next_start=next_start)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from promsched.metrics.scoring import score_nodes
+from promsched.metrics.scoring import ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters import Filter, eviction_may_help, run_checks, run_filters
@@ -29,6 +29,7 @@ def nodes_freed_by_preemption(
     failed: Sequence[tuple[str, str]],
     filters: Sequence[Filter],
     checks: Sequence[NodeCheck],
+    scores: ScoreMemo | None = None,
 ) -> int:
     """How many of the `failed` nodes ((node, reason) pairs) would fit `pod` once their lower-priority
     pods were evicted."""
@@ -51,7 +52,7 @@ def nodes_freed_by_preemption(
                 for victim in victims:
                     check.add_pod(victim, node)
         # Load thresholds are judged on metrics, which no eviction changes until the next snapshot.
-        if fits and score_nodes(snapshot, [name])[0].feasible:
+        if fits and score_nodes(snapshot, [name], memo=scores)[0].feasible:
             freed += 1
     return freed
 

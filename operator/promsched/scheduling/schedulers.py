@@ -45,7 +45,7 @@ from promsched.metrics.scoring import NodeResult
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import Outcome, decide, herd_memory_seconds
+from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, herd_memory_seconds
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.nodes import NodeInfo
@@ -89,6 +89,13 @@ class PolicyRuntime:
     invalid: str = ""  # why the policy cannot run (spec, endpoint, allowlist)
     conflict_with: str = ""  # the older policy holding the same scheduler name
     preflight_task: asyncio.Task[None] | None = field(default=None, repr=False)
+    memo: DecisionMemo | None = field(default=None, repr=False)
+
+    def memo_for(self, snapshot: Snapshot) -> DecisionMemo:
+        """What decisions on `snapshot` work out once; a new snapshot starts a new memo."""
+        if self.memo is None or self.memo.snapshot is not snapshot:
+            self.memo = DecisionMemo(snapshot)
+        return self.memo
 
     @property
     def spec(self) -> SchedulingPolicySpec | None:
@@ -204,6 +211,7 @@ class Scheduler:
         self._bind_room = asyncio.Event()
         self._bind_room.set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
 
     # ----- intake -------------------------------------------------------------------------------
 
@@ -606,14 +614,18 @@ class Scheduler:
             self._unschedulable(entry, runtime, None, message)
             return None
         started = time.perf_counter()
+        snapshot = runtime.refresher.latest
         outcome = decide(
             pod,
             self.cache,
-            runtime.refresher.latest,
+            snapshot,
+            memo=runtime.memo_for(snapshot),
+            start=self.next_start,
             filters=self.filters,
             rng=self.rng,
             preference_weight=runtime.policy.spec.placement_preferences.weight,
         )
+        self.next_start = outcome.next_start
         telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
         decision = self._decision(entry, runtime, outcome)
         if runtime.policy.spec.mode is Mode.SHADOW:

@@ -10,6 +10,7 @@ from promsched.metrics.planning import Plan
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import (
     METRIC_LAG_SECONDS,
+    DecisionMemo,
     HerdWindow,
     herd_adjustments,
     herd_memory_seconds,
@@ -94,19 +95,21 @@ def test_a_fresh_placement_adds_its_requests_as_percent_of_allocatable(
     cache: ClusterCache, clock: Clock
 ) -> None:
     placed(cache, clock, "a", READ_AT + 1)
-    assert herd_adjustments(cache, snapshot(), ["n1", "n2"]) == {"n1": {"cpu": 25.0, "memory": 25.0}}
+    assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"]) == {
+        "n1": {"cpu": 25.0, "memory": 25.0}
+    }
 
 
 def test_older_placements_count_for_what_each_window_does_not_show(cache: ClusterCache, clock: Clock) -> None:
     # Placed 45 s before the read: 15 s of the 1m cpu rate show it, the instant memory value does.
     placed(cache, clock, "a", READ_AT - METRIC_LAG_SECONDS - 15)
-    assert herd_adjustments(cache, snapshot(), ["n1"]) == {"n1": {"cpu": 18.75}}
+    assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1"]) == {"n1": {"cpu": 18.75}}
     # Long enough ago for every window: nothing to add.
-    assert herd_adjustments(cache, snapshot(READ_AT + 60), ["n1"]) == {}
+    assert herd_adjustments(cache, DecisionMemo(snapshot(READ_AT + 60)), ["n1"]) == {}
 
 
 def test_adjustments_follow_new_placements_within_one_snapshot(cache: ClusterCache, clock: Clock) -> None:
-    taken = snapshot()
+    taken = DecisionMemo(snapshot())
     placed(cache, clock, "a", READ_AT + 1)
     first = herd_adjustments(cache, taken, ["n1", "n2"])
     assert herd_adjustments(cache, taken, ["n1", "n2"])["n1"] is first["n1"]  # worked out once
@@ -127,7 +130,7 @@ def test_a_pod_found_long_running_adds_nothing(cache: ClusterCache) -> None:
         PodInfo("ns", "old", uid="uid-old", node_name="n1", started_at=started, phase="Running")
     )
     assert cache.usage_of("n1").pods == 1
-    assert herd_adjustments(cache, snapshot(), ["n1"]) == {}
+    assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1"]) == {}
 
 
 def test_without_cpu_or_memory_plugins_nothing_is_adjusted(cache: ClusterCache, clock: Clock) -> None:
@@ -141,7 +144,7 @@ def test_without_cpu_or_memory_plugins_nothing_is_adjusted(cache: ClusterCache, 
         )
     )
     placed(cache, clock, "a", READ_AT + 1)
-    assert herd_adjustments(cache, Snapshot.empty(disk_only, READ_AT), ["n1"]) == {}
+    assert herd_adjustments(cache, DecisionMemo(Snapshot.empty(disk_only, READ_AT)), ["n1"]) == {}
 
 
 def test_placements_are_remembered_as_long_as_the_longest_window_needs(cache: ClusterCache) -> None:
@@ -155,7 +158,7 @@ def test_deleted_and_finished_pods_weigh_no_more(cache: ClusterCache, clock: Clo
     placed(cache, clock, "b", READ_AT + 2, "n2")
     cache.observe_pod(PodInfo("ns", "a", uid="uid-a", node_name="n1", phase="Running"))
     cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Running"))
-    assert set(herd_adjustments(cache, snapshot(), ["n1", "n2"])) == {"n1", "n2"}
+    assert set(herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"])) == {"n1", "n2"}
     cache.remove_pod("uid-a")
     cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Succeeded"))
-    assert herd_adjustments(cache, snapshot(), ["n1", "n2"]) == {}
+    assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"]) == {}

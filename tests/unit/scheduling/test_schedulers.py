@@ -460,9 +460,11 @@ def test_each_search_starts_where_the_last_one_stopped() -> None:
     cache = ClusterCache()
     for name in names:
         cache.upsert_node(NodeInfo.from_object(node(name)))
+    start = 0
     for index in range(4):
-        outcome = decide(PodInfo.from_object(pod(f"p{index}")), cache, snapshot)
+        outcome = decide(PodInfo.from_object(pod(f"p{index}")), cache, snapshot, start=start)
+        start = outcome.next_start
         # 100 of the 200 nodes are enough; the next pod searches the other half.
         half = names[:100] if index % 2 == 0 else names[100:]
         assert sorted(r.node for r in outcome.ranked) == half
-        assert cache.next_start == (index + 1) * 100 % 200
+        assert start == (index + 1) * 100 % 200
