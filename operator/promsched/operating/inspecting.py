@@ -10,7 +10,6 @@ is pure (data in, text out), so both are tested without a cluster.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +19,12 @@ from typing import Any
 import aiohttp
 import yaml
 
+from promsched.api.annotations import (
+    DECISION_ANNOTATION,
+    AnnotatedDecision,
+    AnnotationError,
+    decode_decision,
+)
 from promsched.api.policies import (
     GROUP,
     PLURAL,
@@ -44,7 +49,7 @@ from promsched.operating.secrets import SecretCache
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.pods import PodInfo, PodSpecError
-from promsched.scheduling.schedulers import DECISION_ANNOTATION, TOP_NODES, Scheduler, Sender
+from promsched.scheduling.schedulers import TOP_NODES, Scheduler, Sender
 
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CHOSEN_MARK = "*"
@@ -148,14 +153,6 @@ def _timestamp(moment: datetime) -> str:
 
 
 @dataclass(frozen=True)
-class AnnotatedDecision:
-    """The compact record on the pod: the chosen node and the best nodes' scores, no raw values."""
-
-    node: str
-    top_nodes: tuple[NodeScore, ...]
-
-
-@dataclass(frozen=True)
 class Explanation:
     pod: str  # namespace/name
     bound_to: str  # the pod's spec.nodeName now; "" while Pending
@@ -164,20 +161,11 @@ class Explanation:
 
 
 def parse_annotation(text: str) -> AnnotatedDecision:
-    """The `promsched.io/decision` annotation (see `schedulers._compact_decision`)."""
+    """The pod's decision annotation, or an error `explain` can print."""
     try:
-        data = json.loads(text)
-        top = tuple(
-            NodeScore(
-                node=entry["node"],
-                total=entry["total"],
-                plugins=[PluginScore(name=name, score=score) for name, score in entry["plugins"].items()],
-            )
-            for entry in data["top"]
-        )
-        return AnnotatedDecision(node=data["node"], top_nodes=top)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise InspectError(f"the pod's {DECISION_ANNOTATION} annotation cannot be read: {error}") from None
+        return decode_decision(text)
+    except AnnotationError as error:
+        raise InspectError(str(error)) from None
 
 
 def render_explanation(explanation: Explanation) -> str:

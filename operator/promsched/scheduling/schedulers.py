@@ -10,7 +10,6 @@ next pod, so a burst waits in the queue (one small entry per pod), not as decisi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 import aiohttp
 import yarl
 
+from promsched.api.annotations import DECISION_ANNOTATION, encode_decision
 from promsched.api.policies import (
     ConditionType,
     Decision,
@@ -58,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "promsched"
 _CORDON = NodeUnschedulable()
-DECISION_ANNOTATION = "promsched.io/decision"
 STATUS_WRITE_INTERVAL = 1.0
 SHADOWED_KEPT = 10_000
 # Bindings (each with its Scheduled event) in flight: each holds a connection to the API server.
@@ -163,18 +162,6 @@ def _has_interpod_rules(waiting: PodInfo) -> bool:
 
 def _uses_claims(waiting: PodInfo) -> bool:
     return bool(waiting.claims)
-
-
-def _compact_decision(outcome: Outcome) -> str:
-    top = [
-        {
-            "node": r.node,
-            "total": round(r.total, 1),
-            "plugins": {p.name: None if p.score is None else round(p.score, 1) for p in r.plugins},
-        }
-        for r in outcome.ranked[:TOP_NODES]
-    ]
-    return json.dumps({"node": outcome.node, "top": top}, separators=(",", ":"))
 
 
 class Scheduler:
@@ -643,7 +630,8 @@ class Scheduler:
         self._binding += 1
         if self._binding >= self.bind_concurrency:
             self._bind_room.clear()
-        self._spawn(self._bind(entry, runtime, decision, outcome.node, _compact_decision(outcome)))
+        annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES])
+        self._spawn(self._bind(entry, runtime, decision, outcome.node, annotation))
         return outcome
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:

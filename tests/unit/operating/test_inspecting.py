@@ -15,6 +15,7 @@ from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
 from promsched import cli
+from promsched.api.annotations import DECISION_ANNOTATION, AnnotatedDecision
 from promsched.api.policies import (
     Decision,
     FilteredCount,
@@ -30,7 +31,6 @@ from promsched.kube.sending import ApiError
 from promsched.metrics.scoring import NodeResult, PluginResult
 from promsched.operating import inspecting
 from promsched.operating.inspecting import (
-    AnnotatedDecision,
     Explanation,
     InspectError,
     Ranking,
@@ -42,7 +42,6 @@ from promsched.operating.inspecting import (
 )
 from promsched.scheduling.deciding import Outcome
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.schedulers import DECISION_ANNOTATION
 
 POD_CREATED = "2030-01-01T10:00:00Z"
 DECIDED = "2030-01-01T10:00:01.500000Z"
