@@ -58,8 +58,8 @@ from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.components import SANDBOX_RELEASE
 from promsched.sandbox.demoing import start_scheduler
-from promsched.sandbox.launching import Supervisor, free_port, wait_until
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.sandbox.supervising import Supervisor, free_port, wait_until
 from promsched.scheduling.resources import parse_quantity
 
 REPO = Path(__file__).resolve().parents[1]

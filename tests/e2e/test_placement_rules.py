@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.launching import Supervisor
+from promsched.sandbox.supervising import Supervisor
 from support.clusters import Cluster
 from support.polling import eventually
 

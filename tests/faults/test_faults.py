@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.launching import Supervisor, free_port
+from promsched.sandbox.supervising import Supervisor, free_port
 from support.clusters import Cluster, Operator
 from support.invariants import violations
 from support.polling import eventually

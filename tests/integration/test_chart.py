@@ -23,7 +23,7 @@ import yaml
 from promsched.api.crds import CRD_NAME
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
-from promsched.sandbox.launching import Supervisor
+from promsched.sandbox.supervising import Supervisor
 from support.clusters import OPERATOR, Operator
 from support.polling import eventually
 

@@ -14,6 +14,7 @@ import pytest
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.profiles import load_profiles_file
+from promsched.sandbox.supervising import Supervisor
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -148,7 +149,7 @@ def test_the_cli_refuses_a_second_up_and_down_leaves_no_process(tmp_path: Path) 
     started = promsched("up", "--nodes", "1", "--history-minutes", "0")
     assert started.returncode == 0, started.stderr
     assert f"export KUBECONFIG={tmp_path}/kubeconfig" in started.stdout
-    processes = launching.Supervisor(tmp_path).recorded()
+    processes = Supervisor(tmp_path).recorded()
     try:
         assert {p.name for p in processes} == set(launching.COMPONENTS)
         assert all(p.alive() for p in processes)

@@ -20,7 +20,7 @@ from promsched.kube.requests import Request
 from promsched.kube.sending import KubeClient, list_all
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.launching import Supervisor
+from promsched.sandbox.supervising import Supervisor
 from support.clusters import Operator
 from support.invariants import violations
 from support.polling import eventually

@@ -8,7 +8,7 @@ from typing import Any
 
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
-from promsched.sandbox.launching import Supervisor
+from promsched.sandbox.supervising import Supervisor
 
 OPERATOR = "promsched-e2e"
 

@@ -6,7 +6,7 @@ import contextlib
 import socket
 import threading
 
-from promsched.sandbox.launching import free_port
+from promsched.sandbox.supervising import free_port
 
 
 class StallingProxy:

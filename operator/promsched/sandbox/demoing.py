@@ -24,7 +24,7 @@ from promsched.api.crds import render_crd_yaml
 from promsched.api.policies import SchedulingPolicy
 from promsched.operating import inspecting
 from promsched.sandbox.clusters import Sandbox, SandboxError
-from promsched.sandbox.launching import Supervisor, free_port, wait_until
+from promsched.sandbox.supervising import Supervisor, free_port, wait_until
 
 Report = Callable[[str], None]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -1,39 +1,29 @@
 """`promsched sandbox up|status|down`: start and stop a local control plane of real components.
 
-Every process runs in a session of its own, so it outlives the launcher, and leaves a pid file
-(`DIR/pids/NAME.pid`: pid and kernel start time) the moment it is spawned. `down` trusts only pid files
-whose start time still matches, so it never signals a recycled pid, and it works after a crash of the
-launcher, of a test run or of the machine's shell.
+The control plane (etcd, kube-apiserver, kube-controller-manager) and kwok's nodes start here, the
+metrics pipeline in `monitoring`; every process through a `supervising.Supervisor`, so `down` stops
+them from any process, after a crash of the launcher too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import certifying, exporting, installing
+from promsched.sandbox import certifying, installing, monitoring
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
 from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE
-from promsched.sandbox.profiles import LoadProfile, NodeSetup, load_profiles_file, parse_profiles
+from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
+from promsched.sandbox.supervising import Report, Supervisor, free_port, http_ok, wait_until
 
-Report = Callable[[str], None]
 COMPONENTS = (
     "etcd",
     "kube-apiserver",
@@ -44,172 +34,11 @@ COMPONENTS = (
     "prometheus",
 )
 ZONES = ("zone-a", "zone-b", "zone-c")
-SCRAPE_SECONDS = 2
 SERVICE_CIDR = "10.96.0.0/16"
-
-
-def default_history(nodes: int) -> float:
-    """Seconds of backfilled metric history: past the original plugins' 60-minute network window for
-    small sandboxes; shorter for large ones, whose backfill would otherwise take minutes."""
-    return 65 * 60.0 if nodes <= 100 else 10 * 60.0
 
 
 def _print(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of a process (field 22 of /proc/PID/stat), or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    # A zombie has exited; only its parent's wait is missing.
-    return None if fields[0] == "Z" else fields[19]
-
-
-@dataclass(frozen=True)
-class Process:
-    name: str
-    pid: int
-    started: str
-
-    def alive(self) -> bool:
-        return _start_time(self.pid) == self.started
-
-
-class Supervisor:
-    """Spawns and stops the sandbox's processes through pid files in `DIR/pids`."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.pids = directory / "pids"
-        self.logs = directory / "logs"
-
-    def spawn(self, name: str, command: Sequence[str], env: dict[str, str] | None = None) -> Process:
-        self.pids.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(parents=True, exist_ok=True)
-        with (self.logs / f"{name}.log").open("ab") as log:
-            popen = subprocess.Popen(
-                list(command),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-                cwd=self.directory,
-            )
-        started = _start_time(popen.pid) or ""
-        (self.pids / f"{name}.pid").write_text(f"{popen.pid} {started}\n")
-        # Kept so the same process can be started again (fault tests restart components).
-        (self.pids / f"{name}.cmd").write_text(json.dumps({"command": list(command), "env": env}))
-        return Process(name, popen.pid, started)
-
-    def restart(self, name: str) -> Process:
-        """Stop `name` if it runs and start it again with the command it was started with."""
-        recipe_file = self.pids / f"{name}.cmd"
-        if not recipe_file.exists():
-            raise SandboxError(f"{name} was never started in {self.directory}")
-        recipe = json.loads(recipe_file.read_text())
-        self.stop(name)
-        return self.spawn(name, recipe["command"], recipe["env"])
-
-    def recorded(self) -> list[Process]:
-        processes = []
-        for path in sorted(self.pids.glob("*.pid")) if self.pids.exists() else []:
-            pid, _, started = path.read_text().strip().partition(" ")
-            processes.append(Process(path.stem, int(pid), started))
-        return processes
-
-    def get(self, name: str) -> Process | None:
-        return next((p for p in self.recorded() if p.name == name), None)
-
-    def log_tail(self, name: str, lines: int = 15) -> str:
-        path = self.logs / f"{name}.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self, name: str, grace: float = 10.0) -> bool:
-        """Stop one recorded process; True when it was running."""
-        process = self.get(name)
-        (self.pids / f"{name}.pid").unlink(missing_ok=True)
-        if process is None or not process.alive():
-            return False
-        _terminate(process, grace, lambda _line: None)
-        return True
-
-    def stop_all(self, report: Report, grace: float = 10.0) -> list[str]:
-        """Stop every recorded live process group, last started first (clients before the servers they
-        need, so none hangs on a dead dependency); SIGKILL what ignores SIGTERM for `grace` seconds."""
-        alive = [p for p in self.recorded() if p.alive()]
-        alive.sort(key=lambda p: int(p.started or 0), reverse=True)
-        for process in alive:
-            _terminate(process, grace, report)
-        for path in [*self.pids.glob("*.pid"), *self.pids.glob("*.cmd")] if self.pids.exists() else []:
-            path.unlink()
-        return [p.name for p in alive]
-
-
-def _terminate(process: Process, grace: float, report: Report) -> None:
-    _signal_group(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and process.alive():
-        time.sleep(0.05)
-    if process.alive():
-        report(f"  {process.name} did not stop on SIGTERM within {grace:.0f}s; killing it")
-        _signal_group(process.pid, signal.SIGKILL)
-    _reap(process.pid)
-
-
-def _signal_group(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signum)
-
-
-def _reap(pid: int) -> None:
-    """Collect our own children so they do not linger as zombies; other processes are not ours to wait on."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def wait_until(
-    what: str,
-    check: Callable[[], bool],
-    timeout: float,
-    process: Process | None = None,
-    supervisor: Supervisor | None = None,
-    interval: float = 0.25,
-) -> None:
-    """Poll `check` until it holds; fail early with the log if `process` died, else at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except (OSError, urllib.error.URLError, SandboxError, ValueError):
-            pass
-        if process is not None and supervisor is not None and not process.alive():
-            raise SandboxError(
-                f"{process.name} exited while waiting for {what}:\n{supervisor.log_tail(process.name)}"
-            )
-        if time.monotonic() > deadline:
-            tail = f":\n{supervisor.log_tail(process.name)}" if process and supervisor else ""
-            raise SandboxError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
-        time.sleep(interval)
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    with urllib.request.urlopen(url, timeout=5, context=context) as response:
-        return bool(response.status == 200)
 
 
 def _kubeconfig(state: SandboxState, pki: certifying.Pki) -> dict[str, object]:
@@ -259,31 +88,6 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
             "allocatable": resources | {"cpu": "3900m", "memory": "15Gi"},
         },
     }
-
-
-def _prometheus_config(state: SandboxState) -> dict[str, object]:
-    return {
-        "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
-        "scrape_configs": [
-            # One target serves every simulated node; honor_labels keeps each series' own `instance`.
-            {
-                "job_name": exporting.JOB,
-                "honor_labels": True,
-                "static_configs": [{"targets": [f"127.0.0.1:{state.ports['exporter']}"]}],
-            },
-            {
-                "job_name": "node-exporter",
-                "static_configs": [{"targets": [f"127.0.0.1:{state.ports['node_exporter']}"]}],
-            },
-        ],
-    }
-
-
-def _prometheus_query(url: str, query: str) -> list[dict[str, object]]:
-    data = urllib.parse.urlencode({"query": query}).encode()
-    with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=5) as response:
-        result: list[dict[str, object]] = json.load(response)["data"]["result"]
-    return result
 
 
 def _ready_nodes(sandbox: Sandbox) -> int:
@@ -352,9 +156,8 @@ def up(
     try:
         _start_control_plane(sandbox, supervisor, pki, report)
         _start_nodes(sandbox, supervisor, setups, report)
-        metrics_ready_at = _start_metrics(
-            sandbox, supervisor, setups, default_history(nodes) if history is None else history, report
-        )
+        history_seconds = monitoring.default_history(nodes) if history is None else history
+        metrics_ready_at = monitoring.start_metrics(sandbox, supervisor, setups, history_seconds, report)
     except BaseException:
         report("start-up failed; stopping what was started")
         supervisor.stop_all(report)
@@ -393,7 +196,7 @@ def _start_control_plane(
             "--log-level=warn",
         ],
     )
-    wait_until("etcd /health", lambda: _http_ok(f"{etcd_url}/health"), 60, etcd, supervisor)
+    wait_until("etcd /health", lambda: http_ok(f"{etcd_url}/health"), 60, etcd, supervisor)
 
     report("  kube-apiserver")
     apiserver = supervisor.spawn(
@@ -423,7 +226,7 @@ def _start_control_plane(
     context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
     wait_until(
         "kube-apiserver /readyz",
-        lambda: _http_ok(f"{sandbox.state.apiserver_url}/readyz", context),
+        lambda: http_ok(f"{sandbox.state.apiserver_url}/readyz", context),
         120,
         apiserver,
         supervisor,
@@ -498,106 +301,6 @@ def _start_nodes(
         supervisor,
         interval=0.5,
     )
-
-
-def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float, until: float) -> None:
-    backfill = directory / "history.om"
-    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill)
-    command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
-    result = subprocess.run(
-        [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
-    )
-    backfill.unlink()
-    if result.returncode != 0:
-        raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
-
-
-def _start_metrics(
-    sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
-) -> float:
-    """Start the metrics pipeline; returns the time of the first scrape that every node's series share.
-
-    That time is the sandbox's `ready_at`: a query evaluated at a scrape's own timestamp has a sample at
-    the window's end, so rate() need not extrapolate there. At any other instant Prometheus extrapolates
-    by half a scrape interval when the newest sample is more than 1.1 intervals old (a late scrape on a
-    busy machine), and a 1m CPU rate then reads a few points high.
-    """
-    state = sandbox.state
-    directory = sandbox.directory
-    report(
-        f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, Prometheus"
-    )
-    (directory / "profiles.json").write_text(json.dumps({n: s.load.as_dict() for n, s in setups.items()}))
-    history_end = time.time()
-    since = history_end - history
-    if history > 0:
-        _backfill(directory, {n: s.load for n, s in setups.items()}, since, history_end)
-    exporter = supervisor.spawn(
-        "exporter",
-        [
-            sys.executable,
-            "-m",
-            "promsched.sandbox.exporting",
-            f"--port={state.ports['exporter']}",
-            f"--state={directory / 'profiles.json'}",
-            f"--since={since}",
-        ],
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
-    )
-    node_exporter = supervisor.spawn(
-        "node-exporter",
-        [
-            "prometheus-node-exporter",
-            f"--web.listen-address=127.0.0.1:{state.ports['node_exporter']}",
-        ],
-    )
-    (directory / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(state), sort_keys=False))
-    prometheus = supervisor.spawn(
-        "prometheus",
-        [
-            "prometheus",
-            f"--config.file={directory / 'prometheus.yml'}",
-            f"--storage.tsdb.path={directory / 'prometheus-data'}",
-            f"--web.listen-address=127.0.0.1:{state.ports['prometheus']}",
-            "--storage.tsdb.retention.time=2h",
-            "--log.level=warn",
-        ],
-    )
-    wait_until(
-        "the node-metrics exporter",
-        lambda: _http_ok(f"{state.exporter_url}/profiles"),
-        30,
-        exporter,
-        supervisor,
-    )
-    wait_until(
-        "prometheus-node-exporter",
-        lambda: _http_ok(f"http://127.0.0.1:{state.ports['node_exporter']}/metrics"),
-        30,
-        node_exporter,
-        supervisor,
-    )
-    wait_until(
-        "Prometheus /-/ready", lambda: _http_ok(f"{state.prometheus_url}/-/ready"), 60, prometheus, supervisor
-    )
-    count = len(state.node_names)
-    idle = f'node_cpu_seconds_total{{job="{exporting.JOB}",cpu="0",mode="idle"}}'
-
-    def scraped_live() -> bool:
-        # The backfilled history alone already yields rates, so wait for a scrape newer than it, and
-        # for rates of every node (a sandbox without history needs two scrapes for those).
-        live = _prometheus_query(state.prometheus_url, f"timestamp({idle}) > {history_end:.3f}")
-        rates = _prometheus_query(state.prometheus_url, f"rate({idle}[1m])")
-        return len(live) == count and len(rates) == count
-
-    wait_until(
-        f"live metrics in Prometheus for {count} node(s)", scraped_live, 90, prometheus, supervisor, 0.5
-    )
-    # One target serves every node, so their newest samples share one timestamp.
-    (newest,) = _prometheus_query(state.prometheus_url, f"min(timestamp({idle}))")
-    stamp = newest["value"]
-    assert isinstance(stamp, list)
-    return float(stamp[1])
 
 
 @dataclass(frozen=True)

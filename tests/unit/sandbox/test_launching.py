@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox.clusters import SandboxError
-from promsched.sandbox.launching import Supervisor, node_manifest, wait_until
+from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.sandbox.supervising import Supervisor, wait_until
 
 
 def test_supervisor_stops_what_it_started_and_forgets_it(tmp_path: Path) -> None:

@@ -1,0 +1,154 @@
+"""The sandbox's metrics pipeline: backfilled history, the node-metrics exporter, a real node_exporter
+and Prometheus, ready once every node's series are scraped live."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from promsched.sandbox import exporting
+from promsched.sandbox.clusters import Sandbox, SandboxError, SandboxState
+from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.sandbox.supervising import Report, Supervisor, http_ok, wait_until
+
+SCRAPE_SECONDS = 2
+
+
+def default_history(nodes: int) -> float:
+    """Seconds of backfilled metric history: past the original plugins' 60-minute network window for
+    small sandboxes; shorter for large ones, whose backfill would otherwise take minutes."""
+    return 65 * 60.0 if nodes <= 100 else 10 * 60.0
+
+
+def _prometheus_config(state: SandboxState) -> dict[str, object]:
+    return {
+        "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
+        "scrape_configs": [
+            # One target serves every simulated node; honor_labels keeps each series' own `instance`.
+            {
+                "job_name": exporting.JOB,
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{state.ports['exporter']}"]}],
+            },
+            {
+                "job_name": "node-exporter",
+                "static_configs": [{"targets": [f"127.0.0.1:{state.ports['node_exporter']}"]}],
+            },
+        ],
+    }
+
+
+def _prometheus_query(url: str, query: str) -> list[dict[str, object]]:
+    data = urllib.parse.urlencode({"query": query}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=5) as response:
+        result: list[dict[str, object]] = json.load(response)["data"]["result"]
+    return result
+
+
+def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float, until: float) -> None:
+    backfill = directory / "history.om"
+    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill)
+    command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
+    result = subprocess.run(
+        [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
+    )
+    backfill.unlink()
+    if result.returncode != 0:
+        raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
+
+
+def start_metrics(
+    sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
+) -> float:
+    """Start the metrics pipeline; returns the time of the first scrape that every node's series share.
+
+    That time is the sandbox's `ready_at`: a query evaluated at a scrape's own timestamp has a sample at
+    the window's end, so rate() need not extrapolate there. At any other instant Prometheus extrapolates
+    by half a scrape interval when the newest sample is more than 1.1 intervals old (a late scrape on a
+    busy machine), and a 1m CPU rate then reads a few points high.
+    """
+    state = sandbox.state
+    directory = sandbox.directory
+    report(
+        f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, Prometheus"
+    )
+    (directory / "profiles.json").write_text(json.dumps({n: s.load.as_dict() for n, s in setups.items()}))
+    history_end = time.time()
+    since = history_end - history
+    if history > 0:
+        _backfill(directory, {n: s.load for n, s in setups.items()}, since, history_end)
+    exporter = supervisor.spawn(
+        "exporter",
+        [
+            sys.executable,
+            "-m",
+            "promsched.sandbox.exporting",
+            f"--port={state.ports['exporter']}",
+            f"--state={directory / 'profiles.json'}",
+            f"--since={since}",
+        ],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    node_exporter = supervisor.spawn(
+        "node-exporter",
+        [
+            "prometheus-node-exporter",
+            f"--web.listen-address=127.0.0.1:{state.ports['node_exporter']}",
+        ],
+    )
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(state), sort_keys=False))
+    prometheus = supervisor.spawn(
+        "prometheus",
+        [
+            "prometheus",
+            f"--config.file={directory / 'prometheus.yml'}",
+            f"--storage.tsdb.path={directory / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{state.ports['prometheus']}",
+            "--storage.tsdb.retention.time=2h",
+            "--log.level=warn",
+        ],
+    )
+    wait_until(
+        "the node-metrics exporter",
+        lambda: http_ok(f"{state.exporter_url}/profiles"),
+        30,
+        exporter,
+        supervisor,
+    )
+    wait_until(
+        "prometheus-node-exporter",
+        lambda: http_ok(f"http://127.0.0.1:{state.ports['node_exporter']}/metrics"),
+        30,
+        node_exporter,
+        supervisor,
+    )
+    wait_until(
+        "Prometheus /-/ready", lambda: http_ok(f"{state.prometheus_url}/-/ready"), 60, prometheus, supervisor
+    )
+    count = len(state.node_names)
+    idle = f'node_cpu_seconds_total{{job="{exporting.JOB}",cpu="0",mode="idle"}}'
+
+    def scraped_live() -> bool:
+        # The backfilled history alone already yields rates, so wait for a scrape newer than it, and
+        # for rates of every node (a sandbox without history needs two scrapes for those).
+        live = _prometheus_query(state.prometheus_url, f"timestamp({idle}) > {history_end:.3f}")
+        rates = _prometheus_query(state.prometheus_url, f"rate({idle}[1m])")
+        return len(live) == count and len(rates) == count
+
+    wait_until(
+        f"live metrics in Prometheus for {count} node(s)", scraped_live, 90, prometheus, supervisor, 0.5
+    )
+    # One target serves every node, so their newest samples share one timestamp.
+    (newest,) = _prometheus_query(state.prometheus_url, f"min(timestamp({idle}))")
+    stamp = newest["value"]
+    assert isinstance(stamp, list)
+    return float(stamp[1])
