@@ -244,6 +244,11 @@ INVALID_SPECS = [
         id="devices-on-cpu",
     ),
     pytest.param(
+        _plugins({"name": "network", "devices": ["eth0"], "deviceExcludePattern": "veth.*"}),
+        ["spec.plugins[0].deviceExcludePattern", "either devices", "not both"],
+        id="devices-and-exclude-pattern",
+    ),
+    pytest.param(
         _plugins({"name": "diskSpace", "mountpoint": "var/lib"}),
         ["spec.plugins[0].mountpoint", "must be an absolute path"],
         id="relative-mountpoint",

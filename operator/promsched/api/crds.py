@@ -87,6 +87,13 @@ def _plugin_rules() -> list[dict[str, str]]:
             ".threshold",
             "FieldValueInvalid",
         ),
+        _rule(
+            "!(has(self.devices) && has(self.deviceExcludePattern))",
+            "spec.plugins[]: set either devices (the devices to measure) or deviceExcludePattern "
+            "(the devices to leave out), not both",
+            ".deviceExcludePattern",
+            "FieldValueForbidden",
+        ),
     ]
     for field, owner in PLUGIN_FIELD_OWNERS.items():
         if owner is None:

@@ -4,6 +4,7 @@
   carries the node's ``nodename``.
 - Label: a label holds the node name, possibly with a ``:port`` suffix (``node-0:9100``,
   ``[::1]:9100``).
+- Both compare names case-insensitively: the kubelet lowercases the hostname it registers as the node.
 - InternalIP: a label holds the node's address (``:port`` stripped), looked up in the addresses the
   caller collected from Node objects.
 
@@ -99,11 +100,12 @@ class NodeIdentity:
         value = labels.get(self.node_label)
         if value is None:
             return None
-        if self.source is NodeIdentitySource.UNAME_NODENAME:
-            return value
-        if self.source is NodeIdentitySource.LABEL:
-            return strip_port(value)
-        return directory.node_at(strip_port(value))
+        if self.source is NodeIdentitySource.INTERNAL_IP:
+            return directory.node_at(strip_port(value))
+        name = value if self.source is NodeIdentitySource.UNAME_NODENAME else strip_port(value)
+        # The kubelet registers its hostname lowercased (a Node's name is a lowercase DNS subdomain):
+        # host `Worker-01` is node `worker-01`.
+        return name if name in directory.names else name.lower()
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,7 +120,7 @@ def duration(seconds: float) -> str:
 
 
 def selector(metric: str, *matchers: str) -> str:
-    """``metric{matcher,...}``; build each matcher with `equals`, `not_equals` or `matches`."""
+    """``metric{matcher,...}``; build each matcher with `equals`, `matches` or `not_matches`."""
     inner = ",".join(matchers)
     return f"{metric_name(metric)}{{{inner}}}" if inner else metric_name(metric)
 
@@ -129,12 +129,12 @@ def equals(label: str, value: str) -> str:
     return f"{label_name(label)}={quote(value)}"
 
 
-def not_equals(label: str, value: str) -> str:
-    return f"{label_name(label)}!={quote(value)}"
-
-
 def matches(label: str, regex: str) -> str:
     return f"{label_name(label)}=~{quote(checked_regex(regex))}"
+
+
+def not_matches(label: str, regex: str) -> str:
+    return f"{label_name(label)}!~{quote(checked_regex(regex))}"
 
 
 def over_range(function: str, series: str, seconds: float) -> str:

@@ -150,6 +150,20 @@ def test_builtin_plugin_names_match_the_contract() -> None:
             id="unsafe-device",
         ),
         pytest.param(
+            {
+                **SPEC,
+                "plugins": [{"name": "network", "devices": ["eth0"], "deviceExcludePattern": "veth.*"}],
+            },
+            "set either devices (the devices to measure) or deviceExcludePattern (the devices to leave "
+            "out), not both, in plugin 'network'",
+            id="devices-and-exclude-pattern",
+        ),
+        pytest.param(
+            {**SPEC, "plugins": [{"name": "cpu", "deviceExcludePattern": "veth.*"}]},
+            "deviceExcludePattern applies to the network plugin only; remove it from plugin 'cpu'",
+            id="exclude-pattern-on-cpu",
+        ),
+        pytest.param(
             {**SPEC, "plugins": [{"name": "diskSpace", "mountpoint": 'var"} or vector(1)'}]},
             "spec.plugins[0].mountpoint: must be an absolute path",
             id="unsafe-mountpoint",

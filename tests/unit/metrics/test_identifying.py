@@ -121,3 +121,31 @@ def test_report_examples_are_capped_but_counted() -> None:
     report = assign_nodes(many, UNAME, NodeDirectory.of([])).report
     assert len(report.unmatched) == EXAMPLES_KEPT
     assert report.unmatched_count == 50
+
+
+@pytest.mark.parametrize("identity", [UNAME, BY_INSTANCE], ids=["UnameNodename", "Label"])
+def test_host_names_match_their_lowercased_nodes(identity: NodeIdentity) -> None:
+    # The kubelet registers host Worker-01 as node worker-01.
+    directory = NodeDirectory.of(["worker-01", "worker-02"])
+    label = identity.node_label
+    assignment = assign_nodes(
+        result(({label: "Worker-01:9100"}, 1), ({label: "WORKER-02:9100"}, 2))
+        if identity is BY_INSTANCE
+        else result(({label: "Worker-01"}, 1), ({label: "WORKER-02"}, 2)),
+        identity,
+        directory,
+    )
+    assert {node: series.value for node, series in assignment.by_node.items()} == {
+        "worker-01": 1,
+        "worker-02": 2,
+    }
+    assert assignment.report.clean
+
+
+def test_two_spellings_of_one_host_are_one_node_twice() -> None:
+    directory = NodeDirectory.of(["worker-01"])
+    assignment = assign_nodes(
+        result(({"nodename": "Worker-01"}, 1), ({"nodename": "worker-01"}, 2)), UNAME, directory
+    )
+    assert assignment.by_node == {}
+    assert assignment.report.duplicate_nodes == ("worker-01",)

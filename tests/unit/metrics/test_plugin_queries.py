@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import kube_prometheus_stack as kps
 import pytest
 import yaml
 
@@ -113,21 +114,19 @@ def _label_text(labels: dict[str, str]) -> str:
     return "{" + ",".join(f"{name}={promql.quote(value)}" for name, value in sorted(labels.items())) + "}"
 
 
-@pytest.mark.parametrize(("settings", "identity", "expected"), CASES, ids=lambda case: str(case)[:40])
-def test_plugin_query_values(
+def _assert_evaluates_to(
     tmp_path: Path,
-    settings: dict[str, Any],
-    identity: NodeIdentity,
+    input_series: list[dict[str, str]],
+    query: str,
     expected: list[tuple[dict[str, str], float]],
 ) -> None:
-    query = build_plugin(PluginSpec.model_validate(settings), identity).query
     test_file = {
         "rule_files": [],
         "evaluation_interval": "1m",
         "tests": [
             {
                 "interval": "15s",
-                "input_series": INPUT_SERIES,
+                "input_series": input_series,
                 "promql_expr_test": [
                     {
                         "expr": query,
@@ -145,6 +144,42 @@ def test_plugin_query_values(
     command = ["promtool", "test", "rules", str(path)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"{query}\n{run.stdout}{run.stderr}"
+
+
+@pytest.mark.parametrize(("settings", "identity", "expected"), CASES, ids=lambda case: str(case)[:40])
+def test_plugin_query_values(
+    tmp_path: Path,
+    settings: dict[str, Any],
+    identity: NodeIdentity,
+    expected: list[tuple[dict[str, str], float]],
+) -> None:
+    query = build_plugin(PluginSpec.model_validate(settings), identity).query
+    _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected)
+
+
+@pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda i: i.source.value)
+def test_network_counts_physical_devices_once_on_kube_prometheus_stack(
+    tmp_path: Path, identity: NodeIdentity
+) -> None:
+    """Veths, CNI bridges and loopback are left out; a negative or absent speed is unknown; the two
+    node_exporter pods of a rollout count once."""
+    query = build_plugin(PluginSpec(name="network"), identity).query
+    expected = kps.network_answer(identity, kps.NETWORK_PERCENT, kps.NETWORK_BYTES)
+    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+
+
+def test_network_device_exclusions_can_be_overridden(tmp_path: Path) -> None:
+    spec = PluginSpec(name="network", device_exclude_pattern="lo")
+    query = build_plugin(spec, kps.BY_NODE_LABEL).query
+    expected = kps.network_answer(kps.BY_NODE_LABEL, {}, kps.NETWORK_BYTES_ALL_BUT_LO)
+    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+
+
+def test_network_devices_by_name_on_kube_prometheus_stack(tmp_path: Path) -> None:
+    query = build_plugin(PluginSpec(name="network", devices=["eth0"]), kps.BY_ADDRESS).query
+    # worker-03's eth0 alone has a speed now; worker-02 has no eth0.
+    expected = kps.network_answer(kps.BY_ADDRESS, {"worker-01": 20.0, "worker-03": 20.0}, {})
+    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
 
 
 def test_hostile_values_parse(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import NodeIdentitySource, PluginSpec
-from promsched.metrics import NodeIdentity, Series
+from promsched.api.policies import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, NodeIdentitySource, PluginSpec
+from promsched.metrics import NodeIdentity, Series, promql
 from promsched.metrics.plugins import ALL_EQUAL_SCORE, BUILTIN_PLUGINS, Plugin, build_plugin
 from promsched.metrics.plugins.custom import CustomPlugin
 
@@ -64,7 +64,8 @@ def test_instant_counters_use_a_short_window() -> None:
 def test_builtin_defaults() -> None:
     assert 'device=~"sd[a-z]+|nvme[0-9]+n[0-9]+|vd[a-z]+|xvd[a-z]+"' in plugin(name="diskIO").query
     assert 'mountpoint="/"' in plugin(name="diskSpace").query
-    assert 'device!="lo"' in plugin(name="network").query
+    assert f"device!~{promql.quote(DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN)}" in plugin(name="network").query
+    assert 'device!~""' in plugin(name="network", deviceExcludePattern="").query
 
 
 def test_network_scores_percent_of_link_absolutely_and_bytes_relatively() -> None:

@@ -6,10 +6,20 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+import kube_prometheus_stack as kps
+import pytest
 from aiohttp import web
 from fake_prometheus import FakePrometheus, RecordedRequest
 
-from promsched.metrics import NodeDirectory, PrometheusClient, PrometheusEndpoint, plan_from_policy, preflight
+from promsched.api.policies import NodeIdentitySource
+from promsched.metrics import (
+    NodeDirectory,
+    NodeIdentity,
+    PrometheusClient,
+    PrometheusEndpoint,
+    plan_from_policy,
+    preflight,
+)
 
 
 async def test_preflight_reports_failures_and_missing_nodes(
@@ -66,4 +76,26 @@ async def test_preflight_of_an_unreachable_prometheus(make_spec: Callable[..., A
     assert not query.ok
     assert query.error is not None
     assert query.error.startswith(f"cannot reach Prometheus at {url}")
+    assert report.missing_series == []
+
+
+@pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda identity: identity.source.value)
+async def test_every_node_is_matched_on_kube_prometheus_stack(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any], identity: NodeIdentity
+) -> None:
+    """`instance` is `IP:9100`, `node` the pod's node, and the hosts' names are not lowercase."""
+    settings = {"source": identity.source.value}
+    if identity.source is not NodeIdentitySource.UNAME_NODENAME:
+        settings["label"] = identity.label
+    plan = plan_from_policy(make_spec({"name": "network"}, nodeIdentity=settings))
+    answer = kps.network_answer(identity, kps.NETWORK_PERCENT, kps.NETWORK_BYTES)
+
+    async def handler(_request: RecordedRequest) -> web.StreamResponse:
+        return prometheus.vector(*answer)
+
+    prometheus.handler = handler
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        report = await preflight(plan, client, NodeDirectory.of(kps.NODES, kps.ADDRESSES))
+
+    assert [query.ok for query in report.queries] == [True]
     assert report.missing_series == []

@@ -135,8 +135,11 @@ def test_hostile_settings_cannot_change_a_plugin_query(name: str) -> None:
 
     network, benign_network = query("network", devices=[name]), query("network", devices=["eth0"])
     assert split_literals(network)[0] == split_literals(benign_network)[0]
-    # receive, transmit and speed in the percent branch; receive and transmit in the bytes/s one
-    assert split_literals(network)[1].count(promql.any_of([name])) == 5
+    # receive, transmit, speed, the counted devices and their speeds again in the percent branch;
+    # receive and transmit in the bytes/s one
+    assert split_literals(network)[1].count(promql.any_of([name])) == 7
+    excluding = query("network", device_exclude_pattern=promql.regex_escape(name))
+    assert split_literals(excluding)[0] == split_literals(query("network", device_exclude_pattern="lo"))[0]
     disk, benign_disk = query("diskSpace", mountpoint=name), query("diskSpace", mountpoint="/")
     assert split_literals(disk)[0] == split_literals(benign_disk)[0]
 

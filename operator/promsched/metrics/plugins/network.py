@@ -1,17 +1,23 @@
-"""network: receive + transmit bytes/s over the selected devices.
+"""network: receive + transmit bytes/s over the node's physical NICs (or the devices the policy names).
 
-Where the node exports a link speed for them (`node_network_speed_bytes`, summed), the value is a percent
-of it and scores absolutely like the other built-ins; traffic can exceed 100% on a full-duplex link and
-is clamped there. Nodes without a speed keep bytes/s and are scaled relative to each other, and the
-threshold (a percent) does not apply to them. One query serves both: each series says which it is in a
-label. timeRange 0s uses a 1m rate window; no `devices` means every device but `lo`.
+By default every device `deviceExcludePattern` leaves out (pod veths, CNI, bridges, tunnels; see
+DEFAULT_NETWORK_DEVICE_EXCLUSIONS) is not counted: their traffic passes a physical NIC too. Each
+device's series are de-duplicated (max) before the node's sum, so two node_exporter pods scraped at
+once while their DaemonSet rolls (series that differ only in `pod`) cannot double the traffic.
+
+Where every counted device exports a link speed (`node_network_speed_bytes` above 0: node_exporter
+reports -1 for virtio NICs and bridges, which means unknown), the value is a percent of their summed
+speeds and scores absolutely like the other built-ins; traffic can exceed 100% on a full-duplex link
+and is clamped there. Nodes with any device of unknown speed keep bytes/s and are scaled relative to
+each other, and the threshold (a percent) does not apply to them. One query serves both: each series
+says which it is in a label. timeRange 0s uses a 1m rate window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from promsched.api.policies import PluginSpec
+from promsched.api.policies import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, counter_window, relative_scores
@@ -27,23 +33,34 @@ class NetworkPlugin(LoadPlugin):
 
     def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
         self.devices = tuple(spec.devices or ())
+        self.exclude_pattern = (
+            DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN
+            if spec.device_exclude_pattern is None
+            else spec.device_exclude_pattern
+        )
         super().__init__(spec, identity)
 
     def expression(self, by: str) -> str:
         if self.devices:
             device = promql.matches("device", promql.any_of(self.devices))
         else:
-            device = promql.not_equals("device", "lo")
+            device = promql.not_matches("device", self.exclude_pattern)
         window = counter_window(self.time_range_seconds)
+        per_device = f"{by}, device"
 
-        def per_node_rate(metric: str) -> str:
-            return f"sum by ({by}) (rate({promql.selector(metric, device)}[{window}]))"
+        def device_rate(metric: str) -> str:
+            return f"max by ({per_device}) (rate({promql.selector(metric, device)}[{window}]))"
 
-        traffic = (
-            f"({per_node_rate('node_network_receive_bytes_total')}"
-            f" + {per_node_rate('node_network_transmit_bytes_total')})"
+        device_traffic = (
+            f"({device_rate('node_network_receive_bytes_total')}"
+            f" + {device_rate('node_network_transmit_bytes_total')})"
         )
-        speed = f"(sum by ({by}) ({promql.selector('node_network_speed_bytes', device)}) > 0)"
+        device_speed = f"(max by ({per_device}) ({promql.selector('node_network_speed_bytes', device)}) > 0)"
+        counted = f"max by ({per_device}) ({promql.selector('node_network_receive_bytes_total', device)})"
+        traffic = f"sum by ({by}) {device_traffic}"
+        # Only nodes whose every counted device has a speed: a partial sum would overstate the load.
+        unknown_speed = f"({counted} unless on({per_device}) {device_speed})"
+        speed = f"(sum by ({by}) {device_speed} unless on({by}) {unknown_speed})"
         percent = promql.with_label(f"100 * {traffic} / {speed}", UNIT_LABEL, PERCENT)
         absolute = promql.with_label(traffic, UNIT_LABEL, BYTES_PER_SECOND)
         return f"{percent} or on({by}) {absolute}"
