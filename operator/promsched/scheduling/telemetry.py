@@ -24,6 +24,23 @@ e2e_latency = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 pending_pods = Gauge("promsched_pending_pods", "Pods in the scheduling queue by sub-queue.", ["queue"])
+leader = Gauge(
+    "promsched_leader",
+    "1 while this replica leads (holds the lease, or runs without leader election) and so schedules, "
+    "else 0; as kube-scheduler's leader_election_master_status.",
+)
+policy_ready = Gauge(
+    "promsched_policy_ready", "1 while the policy's Ready condition is True, else 0.", ["policy"]
+)
+snapshot_age = Gauge(
+    "promsched_policy_snapshot_age_seconds",
+    "Seconds since every plugin of the policy last had an answer from Prometheus (a plugin that never "
+    "had one counts from when the policy started refreshing).",
+    ["policy"],
+)
+refresh_interval = Gauge(
+    "promsched_policy_refresh_interval_seconds", "The policy's spec.refreshInterval.", ["policy"]
+)
 bind_duration = Histogram(
     "promsched_binding_duration_seconds",
     "Duration of pods/binding requests.",
@@ -47,3 +64,14 @@ metric_age = Gauge(
     ["policy", "plugin"],
 )
 decisions_per_node = Counter("promsched_node_decisions_total", "Pods bound per node.", ["node"])
+cache_drift = Counter(
+    "promsched_cache_drift_total",
+    "Differences between the cluster cache and a fresh list that no watch event explained, by kind "
+    "(each one repaired).",
+    ["kind"],
+)
+api_writes_dropped = Counter(
+    "promsched_api_writes_dropped_total",
+    "Informational writes (events, pod conditions) dropped because their queue was full, by kind.",
+    ["kind"],
+)

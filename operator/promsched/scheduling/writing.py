@@ -1,0 +1,76 @@
+"""The writes that inform (events, pod conditions) go through one bounded queue, behind bindings.
+
+Bindings are sent at once by the binder; everything else waits here, sent by a few workers. A write
+for an object that already has one pending replaces it (a newer condition or series count makes the
+older one moot), and when the queue is full a new write is dropped and counted
+(`promsched_api_writes_dropped_total{kind}`), so under pressure the API server sees bindings first
+and a bounded trickle of the rest, never an unbounded pile of background tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import aiohttp
+
+from promsched.kube.requests import Request
+from promsched.kube.sending import ApiError
+from promsched.scheduling import telemetry
+
+logger = logging.getLogger(__name__)
+
+QUEUE_LIMIT: Final = 2000
+WORKERS: Final = 4
+
+Send = Callable[[Request], Awaitable[Any]]
+
+
+class WriteQueue:
+    def __init__(self, limit: int = QUEUE_LIMIT) -> None:
+        self.limit = limit
+        self._pending: OrderedDict[tuple[str, str], Request] = OrderedDict()
+        self._ready = asyncio.Event()
+        self.dropped: dict[str, int] = {}
+        self.coalesced = 0
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def submit(self, kind: str, key: str, request: Request) -> bool:
+        """Queue `request`, the write of `kind` for the object `key`; False when dropped (full)."""
+        slot = (kind, key)
+        if slot in self._pending:
+            self._pending[slot] = request  # keeps its place: the newest state goes out when it is due
+            self.coalesced += 1
+            return True
+        if len(self._pending) >= self.limit:
+            self.dropped[kind] = self.dropped.get(kind, 0) + 1
+            telemetry.api_writes_dropped.labels(kind).inc()
+            return False
+        self._pending[slot] = request
+        self._ready.set()
+        return True
+
+    async def next(self) -> Request:
+        while not self._pending:
+            self._ready.clear()
+            await self._ready.wait()
+        _slot, request = self._pending.popitem(last=False)
+        return request
+
+    async def run(self, send: Send, workers: int = WORKERS) -> None:
+        """Send queued writes until cancelled, `workers` at a time; a failed write is logged, not retried
+        (an event or condition is information, and a newer one follows)."""
+        await asyncio.gather(*(self._work(send) for _ in range(workers)))
+
+    async def _work(self, send: Send) -> None:
+        while True:
+            request = await self.next()
+            try:
+                await send(request)
+            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                logger.warning("%s %s failed: %s", request.method, request.path, error)
