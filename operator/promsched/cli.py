@@ -154,6 +154,7 @@ def _run(args: argparse.Namespace) -> int:
             if hosts is not None
             else None,
             watch_inactivity_timeout=args.watch_inactivity_timeout,
+            resync_interval=args.resync_interval,
         )
     )
     return 0
@@ -180,6 +181,13 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=float,
         default=70.0,
         help="seconds of silence (no event, no bookmark) after which a watch is re-opened (default 70)",
+    )
+    run.add_argument(
+        "--resync-interval",
+        type=float,
+        default=300.0,
+        help="seconds between lists of every watched kind that compare the cache with the cluster and "
+        "repair it (promsched_cache_drift_total counts what they find); 0: never (default 300)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

@@ -84,18 +84,20 @@ class SupportsSend(Protocol):
     async def send(self, request: Request) -> Any: ...
 
 
-async def pages(
+async def list_pages(
     sender: SupportsSend, path: str, params: Mapping[str, str] | None = None
-) -> AsyncIterator[list[Any]]:
-    """The items of a list endpoint, a page at a time (so a large cluster is never held twice)."""
+) -> AsyncIterator[Mapping[str, Any]]:
+    """A list endpoint's pages as the API server answers them, one at a time (so a large cluster is
+    never held twice): items, and the metadata whose resourceVersion (the same on every page) says
+    which state of the cluster the list shows."""
     token = ""
     while True:
         page = await sender.send(list_objects(path, continue_token=token, params=params))
-        yield page.get("items") or []
+        yield page
         token = (page.get("metadata") or {}).get("continue") or ""
         if not token:
             return
 
 
 async def list_all(sender: SupportsSend, path: str, params: Mapping[str, str] | None = None) -> list[Any]:
-    return [item async for page in pages(sender, path, params) for item in page]
+    return [item async for page in list_pages(sender, path, params) for item in page.get("items") or []]

@@ -49,6 +49,8 @@ class RunOptions:
     allowed_prometheus_hosts: frozenset[str] | None = None
     # A watch stream that delivers nothing (not even a bookmark) for this long is dropped and re-opened.
     watch_inactivity_timeout: float = 70.0
+    # Every kind is listed again this often, to find and repair what the watches missed; 0: never.
+    resync_interval: float = 300.0
 
 
 @dataclass
@@ -164,14 +166,16 @@ def _kind(event: kopf.RawEvent) -> str:
     return str(event.get("type") or "ADDED")
 
 
+# The cluster's kinds get the event type as Kopf gives it: None marks an object of Kopf's listing,
+# which after a 410 Gone tells the intake to list the kind itself and learn what was deleted meanwhile.
 @kopf.on.event("", "v1", "nodes")
 async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_node(_kind(event), event["object"])
+    _current().scheduler.on_node(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "pods")
 async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_pod(_kind(event), event["object"])
+    _current().scheduler.on_pod(event["type"], event["object"])
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -182,22 +186,22 @@ async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
 # What inter-pod rules (namespace selectors) and volume filters read besides pods and nodes.
 @kopf.on.event("", "v1", "namespaces")
 async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_namespace(_kind(event), event["object"])
+    _current().scheduler.on_namespace(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "persistentvolumeclaims")
 async def claim_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_claim(_kind(event), event["object"])
+    _current().scheduler.on_claim(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "persistentvolumes")
 async def volume_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_volume(_kind(event), event["object"])
+    _current().scheduler.on_volume(event["type"], event["object"])
 
 
 @kopf.on.event("storage.k8s.io", "v1", "storageclasses")
 async def storage_class_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_storage_class(_kind(event), event["object"])
+    _current().scheduler.on_storage_class(event["type"], event["object"])
 
 
 # asyncio gives every TLS connection a 256 KiB read buffer, zero-filled and so resident from the start:
@@ -222,6 +226,7 @@ def run(options: RunOptions) -> None:
         read_secret=secrets.read,
         allowed_prometheus_hosts=options.allowed_prometheus_hosts,
         namespaces=frozenset(options.namespaces) or None,
+        resync_interval=options.resync_interval,
     )
     _runtime = Runtime(options, credentials, client, scheduler)
     # Pods of every namespace are watched even when scheduling is limited to some: their requests

@@ -163,8 +163,10 @@ class ClusterCache:
             self._count(pod.node_name, pod)
             self._remember(pod.node_name, pod, pod.started_at)
             return freed
-        if pod.uid in self.assumed:
+        if pod.uid in self.assumed and not pod.is_terminal:
             return False  # our binding is in flight; the pod's watch event has not caught up
+        # Unbound, or finished: a pod seen finished before its binding was (a missed event) no
+        # longer needs the room assumed for it.
         return self._release(pod.uid)
 
     def pods_selected_by(self, selector: LabelSelector) -> Iterator[tuple[str, PodInfo]]:

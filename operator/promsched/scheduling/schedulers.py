@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -35,7 +35,7 @@ from promsched.api.policies import (
 )
 from promsched.kube import requests
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, pages
+from promsched.kube.sending import ApiError
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
@@ -48,11 +48,10 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, herd_memory_seconds
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
+from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
 from promsched.scheduling.recording import PolicyStatus, condition
-from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
 logger = logging.getLogger(__name__)
 
@@ -142,28 +141,6 @@ def _chosen_first(outcome: Outcome) -> list[NodeResult]:
     return chosen + [r for r in outcome.ranked if r.node != outcome.node]
 
 
-def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
-    """Whether a pod newly running on a node may make `waiting` fit, as kube's queueing hints judge
-    it: the pod is what one of its required affinity terms looks for, or one its spreading counts."""
-    namespace_labels = cache.labels_of_namespace(placed.namespace)
-    if any(
-        term.matches(placed.namespace, placed.labels, namespace_labels)
-        for term in waiting.pod_affinity.required
-    ):
-        return True
-    return placed.namespace == waiting.namespace and any(
-        constraint.selector.matches(placed.labels) for constraint in waiting.spread_constraints
-    )
-
-
-def _has_interpod_rules(waiting: PodInfo) -> bool:
-    return bool(waiting.pod_affinity or waiting.spread_constraints)
-
-
-def _uses_claims(waiting: PodInfo) -> bool:
-    return bool(waiting.claims)
-
-
 class Scheduler:
     def __init__(
         self,
@@ -175,6 +152,7 @@ class Scheduler:
         filters: tuple[Filter, ...] = DEFAULT_FILTERS,
         rng: random.Random | None = None,
         bind_concurrency: int = BIND_CONCURRENCY,
+        resync_interval: float = RESYNC_INTERVAL,
     ) -> None:
         self.sender = sender
         self.read_secret = read_secret
@@ -186,13 +164,18 @@ class Scheduler:
         self.queue = SchedulingQueue()
         self.policies: dict[str, PolicyRuntime] = {}
         self.owners: dict[str, PolicyRuntime] = {}  # scheduler name -> the policy serving it
-        self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
         self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
-        self.synced = asyncio.Event()  # set once `sync` has listed the cluster
-        self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
-        self._versions: dict[str, int] = {}
+        self.intake = Intake(
+            sender,
+            self.cache,
+            self.queue,
+            enqueue=self._enqueue,
+            refuse=self._refuse_malformed,
+            spawn=self._spawn,
+            resync_interval=resync_interval,
+        )
         self.bind_concurrency = bind_concurrency
         self._binding = 0  # bindings in flight
         self._bind_room = asyncio.Event()
@@ -202,150 +185,40 @@ class Scheduler:
 
     # ----- intake -------------------------------------------------------------------------------
 
-    def _stale(self, event_type: str, metadata: Mapping[str, Any]) -> bool:
-        """Whether an event is older than what is already known of its object.
+    # The cluster's objects are the intake's (see intake.py); the operator feeds them through here.
 
-        The initial sync lists objects while Kopf lists and watches them on its own, so an object may
-        arrive twice, the older state last. etcd's resourceVersions grow; a stale state is ignored.
-        """
-        key = metadata.get("uid") or metadata.get("name", "")
-        if event_type == "DELETED":
-            self._versions.pop(key, None)
-            return False
-        try:
-            version = int(metadata.get("resourceVersion", ""))
-        except ValueError:
-            return False  # not etcd-style: nothing to compare
-        if version < self._versions.get(key, 0):
-            return True
-        self._versions[key] = version
-        return False
+    @property
+    def pending(self) -> dict[str, PodInfo]:
+        return self.intake.pending
+
+    @property
+    def synced(self) -> asyncio.Event:
+        return self.intake.synced
+
+    @property
+    def unusable_nodes(self) -> dict[str, str]:
+        return self.intake.unusable_nodes
 
     async def sync(self, *, retry: bool = True) -> None:
-        """List every watched kind once before the first cycle, so no pod is placed on a node whose
-        existing pods are not yet counted. Retries until the API answers, unless `retry` is off."""
-        feeds: tuple[tuple[str, Callable[[str, Mapping[str, Any]], None]], ...] = (
-            ("/api/v1/nodes", self.on_node),
-            ("/api/v1/namespaces", self.on_namespace),
-            ("/api/v1/persistentvolumes", self.on_volume),
-            ("/api/v1/persistentvolumeclaims", self.on_claim),
-            ("/apis/storage.k8s.io/v1/storageclasses", self.on_storage_class),
-            ("/api/v1/pods", self.on_pod),
-        )
-        delay = 1.0
-        while True:
-            try:
-                for path, feed in feeds:
-                    async for items in pages(self.sender, path):
-                        for item in items:
-                            feed("ADDED", item)
-            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
-                if not retry:
-                    raise
-                logger.warning("Initial sync failed (retrying in %.0fs): %s", delay, error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            self.synced.set()
-            logger.info("Initial sync: %d nodes, %d pods", len(self.cache.nodes), len(self.cache.counted))
-            return
+        await self.intake.sync(retry=retry)
 
-    def on_node(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        name = metadata.get("name", "")
-        if self._stale(event_type, metadata):
-            return
-        if event_type == "DELETED":
-            self.unusable_nodes.pop(name, None)
-            self.cache.remove_node(name)
-            return
-        try:
-            node = NodeInfo.from_object(obj)
-        except ValueError as error:
-            logger.warning("Node %s cannot be used: %s", name, error)
-            self.unusable_nodes[name] = str(error)
-            self.cache.remove_node(name)
-            return
-        self.unusable_nodes.pop(name, None)
-        if self.cache.upsert_node(node):
-            self.queue.move_all_to_active("node changed")
+    def on_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_node(event_type, obj)
 
-    def on_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        uid = metadata.get("uid", "")
-        if self._stale(event_type, metadata):
-            return
-        if event_type == "DELETED":
-            self.pending.pop(uid, None)
-            self.queue.remove(uid)
-            if self.cache.remove_pod(uid):
-                self.queue.move_all_to_active("pod deleted")
-            return
-        try:
-            pod = PodInfo.from_object(obj)
-        except PodSpecError as error:
-            self._refuse_malformed(obj, str(error))
-            return
-        self._observe(pod)
-        if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
-            self.pending.pop(uid, None)
-            self.queue.remove(uid)
-            return
-        self.pending[uid] = pod
-        self._enqueue(pod)
+    def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_pod(event_type, obj)
 
-    def _observe(self, pod: PodInfo) -> None:
-        """Account the pod in the cache, and give parked pods the change may help another try."""
-        previous = self.cache.counted.get(pod.uid)
-        was_assumed = pod.uid in self.cache.assumed
-        if self.cache.observe_pod(pod):
-            self.queue.move_all_to_active("pod finished")
-            return
-        if not pod.node_name or pod.is_terminal:
-            return
-        if previous is None or was_assumed:
-            cache = self.cache
-            self.queue.move_all_to_active(
-                "pod placed", only=lambda waiting: _placement_may_help(waiting, pod, cache)
-            )
-        elif previous[1].labels != pod.labels:
-            self.queue.move_all_to_active("pod relabelled", only=_has_interpod_rules)
+    def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_namespace(event_type, obj)
 
-    def on_namespace(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        name = metadata.get("name", "")
-        if event_type == "DELETED":
-            self.cache.remove_namespace(name)
-        elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
-            self.queue.move_all_to_active("namespace relabelled", only=_has_interpod_rules)
+    def on_claim(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_claim(event_type, obj)
 
-    def on_claim(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-        if event_type == "DELETED":
-            self.cache.remove_claim(namespace, name)
-            return
-        if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
-            self.queue.move_all_to_active(
-                "claim changed",
-                only=lambda waiting: (
-                    waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
-                ),
-            )
+    def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_volume(event_type, obj)
 
-    def on_volume(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if event_type == "DELETED":
-            self.cache.remove_volume(name)
-        elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
-            self.queue.move_all_to_active("volume changed", only=_uses_claims)
-
-    def on_storage_class(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if event_type == "DELETED":
-            self.cache.remove_storage_class(name)
-        elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
-            self.queue.move_all_to_active("storage class changed", only=_uses_claims)
+    def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_storage_class(event_type, obj)
 
     def _enqueue(self, pod: PodInfo) -> None:
         runtime = self.owners.get(pod.scheduler_name)
@@ -545,7 +418,7 @@ class Scheduler:
         """Schedule until cancelled; status writes are flushed alongside."""
         flusher = asyncio.create_task(self._flush_statuses(), name="promsched-status-writer")
         try:
-            await self.sync()
+            await self.intake.start()
             while True:
                 await self.leading.wait()
                 await self._bind_room.wait()

@@ -1,0 +1,389 @@
+"""The intake: what the scheduler knows of the cluster, from Kopf's watch events and from lists of its own.
+
+Kopf watches every kind and hands each event to `on_node`, `on_pod` and the like. Events alone cannot
+keep the cache true: when a watch's resourceVersion has expired (410 Gone, after an API server restart
+or a long partition), Kopf lists again and replays the objects that still exist, as events of type
+None, and nothing tells of those deleted in between. So the intake lists each kind itself, as an
+informer does, and a list replaces: an object held at a version no newer than the list's that the list
+lacks is removed exactly as its DELETED event would remove it, with the same queue effects.
+
+A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (one list of a kind at
+a time; requests meanwhile fold into one more), and every `resync_interval` seconds as a safety net. A
+difference a later list finds and no watch event explains within `drift_grace` seconds is drift: logged,
+counted in promsched_cache_drift_total{kind}, and repaired (it was applied from the list at once).
+
+Every state passes the kind's version guard (`versions.Versions`), so an object only moves forward. The
+intake also keeps the pending pods (unbound and live, whoever schedules them) and gives parked pods
+another try when a change may help them, as kube's queueing hints do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from promsched.kube.sending import ApiError, SupportsSend, list_pages
+from promsched.scheduling import telemetry
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.queues import SchedulingQueue
+from promsched.scheduling.versions import Versions, version_of
+from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
+
+logger = logging.getLogger(__name__)
+
+RESYNC_INTERVAL = 300.0
+# How long a difference found by a list may wait for the watch event that explains it (an event in
+# flight when the list was read) before it counts as drift.
+DRIFT_GRACE = 5.0
+MAX_RETRY_DELAY = 30.0
+_CHANGES = {"removed": "was deleted", "added": "was missing", "updated": "was held in an older state"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One watched kind: where it is listed, and how one object's state is applied (deleted or not)."""
+
+    resource: str  # the API's plural, also the drift metric's `kind` label
+    path: str
+    apply: Callable[[bool, Mapping[str, Any]], None]
+    by_uid: bool = False  # pods: one recreated under the same name is another pod
+
+    def key(self, metadata: Mapping[str, Any]) -> str:
+        if self.by_uid and metadata.get("uid"):
+            return str(metadata["uid"])
+        name = str(metadata.get("name", ""))
+        namespace = metadata.get("namespace")
+        return f"{namespace}/{name}" if namespace else name
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """What a list changed in the cache. A watch event of the object at `version` or later explains it."""
+
+    resource: str
+    key: str
+    name: str
+    change: str  # "removed", "added" (the cache lacked it) or "updated" (it held an older state)
+    version: int | None
+
+
+def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
+    """Whether a pod newly running on a node may make `waiting` fit, as kube's queueing hints judge
+    it: the pod is what one of its required affinity terms looks for, or one its spreading counts."""
+    namespace_labels = cache.labels_of_namespace(placed.namespace)
+    if any(
+        term.matches(placed.namespace, placed.labels, namespace_labels)
+        for term in waiting.pod_affinity.required
+    ):
+        return True
+    return placed.namespace == waiting.namespace and any(
+        constraint.selector.matches(placed.labels) for constraint in waiting.spread_constraints
+    )
+
+
+def _has_interpod_rules(waiting: PodInfo) -> bool:
+    return bool(waiting.pod_affinity or waiting.spread_constraints)
+
+
+def _uses_claims(waiting: PodInfo) -> bool:
+    return bool(waiting.claims)
+
+
+class Intake:
+    """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
+    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work."""
+
+    def __init__(
+        self,
+        sender: SupportsSend,
+        cache: ClusterCache,
+        queue: SchedulingQueue,
+        *,
+        enqueue: Callable[[PodInfo], None],
+        refuse: Callable[[Mapping[str, Any], str], None],
+        spawn: Callable[[Awaitable[None]], object],
+        resync_interval: float = RESYNC_INTERVAL,
+        drift_grace: float = DRIFT_GRACE,
+    ) -> None:
+        self.sender = sender
+        self.cache = cache
+        self.queue = queue
+        self.enqueue = enqueue
+        self.refuse = refuse
+        self.spawn = spawn
+        self.resync_interval = resync_interval  # 0: no periodic lists
+        self.drift_grace = drift_grace
+        self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
+        self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
+        self.synced = asyncio.Event()  # set once every kind has been listed
+        kinds = (
+            Kind("nodes", "/api/v1/nodes", self._apply_node),
+            Kind("namespaces", "/api/v1/namespaces", self._apply_namespace),
+            Kind("persistentvolumes", "/api/v1/persistentvolumes", self._apply_volume),
+            Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
+            Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
+            Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True),
+        )
+        self.kinds = {kind.resource: kind for kind in kinds}
+        self.versions = {kind.resource: Versions() for kind in kinds}
+        self._started: set[str] = set()  # kinds whose first list has begun
+        self._listing: set[str] = set()  # kinds being listed now
+        self._again: set[str] = set()  # kinds to list once more when their current list ends
+        self._unexplained: dict[tuple[str, str], Difference] = {}
+
+    # ----- watch events ---------------------------------------------------------------------------
+    # `event_type` None: the object comes from Kopf's own listing (at start-up, or after 410 Gone).
+
+    def on_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["nodes"], event_type, obj)
+
+    def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["pods"], event_type, obj)
+
+    def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["namespaces"], event_type, obj)
+
+    def on_claim(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["persistentvolumeclaims"], event_type, obj)
+
+    def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["persistentvolumes"], event_type, obj)
+
+    def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["storageclasses"], event_type, obj)
+
+    def _on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        if event_type is None:
+            # Kopf lists again after its watch expired; only a list of ours can tell what was deleted.
+            self.relist(kind)
+        metadata = obj.get("metadata") or {}
+        key, version = kind.key(metadata), version_of(metadata)
+        if self._unexplained:
+            self._explain(kind.resource, key, version)
+        deleted = event_type == "DELETED"
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        if self.versions[kind.resource].admit(key, version, namespace, name, deleted=deleted):
+            kind.apply(deleted, obj)
+
+    # ----- what each kind's state does ----------------------------------------------------------
+
+    def _apply_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.unusable_nodes.pop(name, None)
+            self.cache.remove_node(name)
+            return
+        try:
+            node = NodeInfo.from_object(obj)
+        except ValueError as error:
+            logger.warning("Node %s cannot be used: %s", name, error)
+            self.unusable_nodes[name] = str(error)
+            self.cache.remove_node(name)
+            return
+        self.unusable_nodes.pop(name, None)
+        if self.cache.upsert_node(node):
+            self.queue.move_all_to_active("node changed")
+
+    def _apply_pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        uid = obj.get("metadata", {}).get("uid", "")
+        if deleted:
+            self.pending.pop(uid, None)
+            self.queue.remove(uid)
+            if self.cache.remove_pod(uid):
+                self.queue.move_all_to_active("pod deleted")
+            return
+        try:
+            pod = PodInfo.from_object(obj)
+        except PodSpecError as error:
+            self.refuse(obj, str(error))
+            return
+        self._observe(pod)
+        if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
+            self.pending.pop(uid, None)
+            self.queue.remove(uid)
+            return
+        self.pending[uid] = pod
+        self.enqueue(pod)
+
+    def _observe(self, pod: PodInfo) -> None:
+        """Account the pod in the cache, and give parked pods the change may help another try."""
+        previous = self.cache.counted.get(pod.uid)
+        was_assumed = pod.uid in self.cache.assumed
+        if self.cache.observe_pod(pod):
+            self.queue.move_all_to_active("pod finished")
+            return
+        if not pod.node_name or pod.is_terminal:
+            return
+        if previous is None or was_assumed:
+            cache = self.cache
+            self.queue.move_all_to_active(
+                "pod placed", only=lambda waiting: _placement_may_help(waiting, pod, cache)
+            )
+        elif previous[1].labels != pod.labels:
+            self.queue.move_all_to_active("pod relabelled", only=_has_interpod_rules)
+
+    def _apply_namespace(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        name = metadata.get("name", "")
+        if deleted:
+            self.cache.remove_namespace(name)
+        elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
+            self.queue.move_all_to_active("namespace relabelled", only=_has_interpod_rules)
+
+    def _apply_claim(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+        if deleted:
+            self.cache.remove_claim(namespace, name)
+            return
+        if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
+            self.queue.move_all_to_active(
+                "claim changed",
+                only=lambda waiting: (
+                    waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
+                ),
+            )
+
+    def _apply_volume(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.cache.remove_volume(name)
+        elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
+            self.queue.move_all_to_active("volume changed", only=_uses_claims)
+
+    def _apply_storage_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.cache.remove_storage_class(name)
+        elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
+            self.queue.move_all_to_active("storage class changed", only=_uses_claims)
+
+    # ----- lists ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """List every kind, then list them again every `resync_interval` seconds."""
+        await self.sync()
+        if self.resync_interval > 0:
+            self.spawn(self._resync_periodically())
+
+    async def sync(self, *, retry: bool = True) -> None:
+        """List every kind once before the first cycle, so no pod is placed on a node whose existing
+        pods are not yet counted. Retries until the API answers, unless `retry` is off."""
+        for kind in self.kinds.values():
+            self._started.add(kind.resource)
+            self._listing.add(kind.resource)
+            try:
+                await self._list(kind, first=True, retry=retry)
+            finally:
+                self._listing.discard(kind.resource)
+            if kind.resource in self._again:
+                self.relist(kind)  # Kopf listed it too, maybe later than this list: see what it missed
+        self.synced.set()
+        logger.info("Initial sync: %d nodes, %d pods", len(self.cache.nodes), len(self.cache.counted))
+
+    def relist(self, kind: Kind) -> None:
+        """List `kind` again, without holding up anything else. One list of a kind runs at a time; any
+        requests meanwhile make one more list after it, which sees whatever they may have missed."""
+        if kind.resource not in self._started:
+            return  # its first list is yet to begin: it will be later than whatever asked
+        if kind.resource in self._listing:
+            self._again.add(kind.resource)
+            return
+        self._listing.add(kind.resource)
+        self.spawn(self._relist(kind))
+
+    async def _relist(self, kind: Kind) -> None:
+        try:
+            while True:
+                self._again.discard(kind.resource)
+                logger.info("Listing %s again", kind.resource)
+                await self._list(kind, first=False)
+                if kind.resource not in self._again:
+                    return
+        finally:
+            self._listing.discard(kind.resource)
+
+    async def _resync_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_interval)
+            for kind in self.kinds.values():
+                self.relist(kind)
+
+    async def _list(self, kind: Kind, *, first: bool, retry: bool = True) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await self._replace(kind, first=first)
+                return
+            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                if not retry:
+                    raise
+                logger.warning("Listing %s failed (retrying in %.0fs): %s", kind.resource, delay, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY)
+
+    async def _replace(self, kind: Kind, *, first: bool) -> None:
+        """Read a whole list of `kind` and make the cache agree with it: states newer than those held
+        are applied as they are read; objects held at the list's version or before and missing from it
+        are removed as their DELETED event would remove them. Objects newer than the list stay."""
+        versions = self.versions[kind.resource]
+        listed: set[str] = set()
+        list_version: int | None = None
+        changes: list[Difference] = []
+        async for page in list_pages(self.sender, kind.path):
+            list_version = version_of(page.get("metadata") or {})
+            for obj in page.get("items") or []:
+                metadata = obj.get("metadata") or {}
+                key, version = kind.key(metadata), version_of(metadata)
+                listed.add(key)
+                namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+                change = versions.take_listed(key, version, namespace, name)
+                if change:
+                    kind.apply(False, obj)
+                    changes.append(Difference(kind.resource, key, _shown(namespace, name), change, version))
+        if list_version is not None:
+            for key, held in versions.missing_from(listed, list_version):
+                versions.remove(key, list_version)
+                metadata = {"name": held.name, "namespace": held.namespace, "uid": key}
+                kind.apply(True, {"metadata": metadata})
+                name = _shown(held.namespace, held.name)
+                changes.append(Difference(kind.resource, key, name, "removed", held.version))
+            versions.listed(list_version)
+        if changes and not first:
+            for difference in changes:
+                self._unexplained[(difference.resource, difference.key)] = difference
+            self.spawn(self._report_drift(changes))
+
+    def _explain(self, resource: str, key: str, version: int | None) -> None:
+        """A watch event of an object a list changed: the difference was an event in flight, not drift."""
+        difference = self._unexplained.get((resource, key))
+        if difference is None:
+            return
+        if version is None or difference.version is None or version >= difference.version:
+            del self._unexplained[(resource, key)]
+
+    async def _report_drift(self, changes: list[Difference]) -> None:
+        await asyncio.sleep(self.drift_grace)
+        for difference in changes:
+            where = (difference.resource, difference.key)
+            if self._unexplained.get(where) is not difference:
+                continue  # explained by a watch event, or superseded by a later list's finding
+            del self._unexplained[where]
+            telemetry.cache_drift.labels(difference.resource).inc()
+            logger.warning(
+                "The cache had drifted from the cluster (repaired): %s %s %s",
+                difference.resource,
+                difference.name,
+                _CHANGES[difference.change],
+            )
+
+
+def _shown(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
