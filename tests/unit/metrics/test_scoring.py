@@ -12,12 +12,11 @@ from promsched.api.policies import SchedulingPolicySpec
 from promsched.metrics import (
     NEUTRAL_SCORE,
     FilterReason,
-    PluginSnapshot,
-    Series,
     Snapshot,
     plan_from_policy,
     score_nodes,
 )
+from support import snapshots
 
 AT = 1_000_000.0  # when the samples were taken
 
@@ -25,13 +24,7 @@ CPU_AND_MEMORY = ({"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1})
 
 
 def snapshot_of(spec: SchedulingPolicySpec, values: dict[str, dict[str, float]], at: float = AT) -> Snapshot:
-    plan = plan_from_policy(spec)
-    plugins = {}
-    for plugin in plan.plugins:
-        series = {node: Series({}, value, at) for node, value in values.get(plugin.name, {}).items()}
-        samples = plugin.samples(series)
-        plugins[plugin.name] = PluginSnapshot(plugin=plugin, samples=samples, series=series, refreshed_at=at)
-    return Snapshot(plan=plan, taken_at=at, plugins=plugins)
+    return snapshots.snapshot_of(plan_from_policy(spec), values, at)
 
 
 def by_node(snapshot: Snapshot, nodes: list[str], now: float = AT) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from promsched.scheduling.filters.ports import NodePorts, conflicts
 from promsched.scheduling.filters.readiness import NodeReadiness
 from promsched.scheduling.filters.taints import TaintToleration
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.nodes import NodeUsage
 from promsched.scheduling.pods import HostPort, PodInfo
+from support.objects import node, pod
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -27,32 +28,6 @@ AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 NAMED_ELSEWHERE = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 PORTS = "node(s) didn't have free ports for the requested pod ports"
 IDLE = NodeUsage()
-
-
-def pod(**spec: Any) -> PodInfo:
-    return PodInfo.from_object({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": spec})
-
-
-def node(
-    name: str = "n1",
-    *,
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-    ready: str | None = "True",
-    allocatable: dict[str, str] | None = None,
-) -> NodeInfo:
-    conditions = [] if ready is None else [{"type": "Ready", "status": ready}]
-    return NodeInfo.from_object(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-            "status": {
-                "allocatable": allocatable or {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                "conditions": conditions,
-            },
-        }
-    )
 
 
 def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, str]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from promsched.api.policies import parse_spec
-from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
+from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import (
@@ -15,50 +14,33 @@ from promsched.scheduling.deciding import (
     herd_adjustments,
     herd_memory_seconds,
 )
-from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.resources import Resources
-from support.placement import node
+from support.clocks import Clock
+from support.objects import GIB, node, pod_info
+from support.policies import policy_spec
+from support.snapshots import snapshot_of
 
 READ_AT = 100_000.0
-GIB = 1024**3
 
 
 def plan(cpu_range: str = "1m", memory_range: str = "0s") -> Plan:
     return plan_from_policy(
-        parse_spec(
-            {
-                "schedulerName": "promsched",
-                "prometheus": {"url": "http://prometheus:9090"},
-                "plugins": [
-                    {"name": "cpu", "timeRange": cpu_range},
-                    {"name": "memory", "timeRange": memory_range},
-                    {"name": "diskIO"},
-                ],
-            }
+        policy_spec(
+            {"name": "cpu", "timeRange": cpu_range},
+            {"name": "memory", "timeRange": memory_range},
+            {"name": "diskIO"},
         )
     )
 
 
 def snapshot(read_at: float = READ_AT, **ranges: str) -> Snapshot:
     the_plan = plan(**ranges)
-    plugins = {}
-    for plugin in the_plan.plugins:
-        series = {"n1": Series({}, 10.0, read_at), "n2": Series({}, 10.0, read_at)}
-        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=read_at)
-    return Snapshot(plan=the_plan, taken_at=read_at, plugins=plugins)
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+    return snapshot_of(the_plan, {p.name: {"n1": 10.0, "n2": 10.0} for p in the_plan.plugins}, read_at)
 
 
 def placed(cache: ClusterCache, clock: Clock, name: str, at: float, node_name: str = "n1") -> None:
     clock.now = at
-    cache.assume(PodInfo("ns", name, uid=f"uid-{name}", requests=Resources(1000, 4 * GIB, 0)), node_name)
+    cache.assume(pod_info(name, requests=Resources(1000, 4 * GIB, 0)), node_name)
 
 
 @pytest.fixture
@@ -126,23 +108,13 @@ def test_adjustments_follow_new_placements_within_one_snapshot(cache: ClusterCac
 
 def test_a_pod_found_long_running_adds_nothing(cache: ClusterCache) -> None:
     started = READ_AT - 3600
-    cache.observe_pod(
-        PodInfo("ns", "old", uid="uid-old", node_name="n1", started_at=started, phase="Running")
-    )
+    cache.observe_pod(pod_info("old", node_name="n1", started_at=started, phase="Running"))
     assert cache.usage_of("n1").pods == 1
     assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1"]) == {}
 
 
 def test_without_cpu_or_memory_plugins_nothing_is_adjusted(cache: ClusterCache, clock: Clock) -> None:
-    disk_only = plan_from_policy(
-        parse_spec(
-            {
-                "schedulerName": "promsched",
-                "prometheus": {"url": "http://prometheus:9090"},
-                "plugins": [{"name": "diskIO"}],
-            }
-        )
-    )
+    disk_only = plan_from_policy(policy_spec({"name": "diskIO"}))
     placed(cache, clock, "a", READ_AT + 1)
     assert herd_adjustments(cache, DecisionMemo(Snapshot.empty(disk_only, READ_AT)), ["n1"]) == {}
 
@@ -156,9 +128,9 @@ def test_placements_are_remembered_as_long_as_the_longest_window_needs(cache: Cl
 def test_deleted_and_finished_pods_weigh_no_more(cache: ClusterCache, clock: Clock) -> None:
     placed(cache, clock, "a", READ_AT + 1)
     placed(cache, clock, "b", READ_AT + 2, "n2")
-    cache.observe_pod(PodInfo("ns", "a", uid="uid-a", node_name="n1", phase="Running"))
-    cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Running"))
+    cache.observe_pod(pod_info("a", node_name="n1", phase="Running"))
+    cache.observe_pod(pod_info("b", node_name="n2", phase="Running"))
     assert set(herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"])) == {"n1", "n2"}
     cache.remove_pod("uid-a")
-    cache.observe_pod(PodInfo("ns", "b", uid="uid-b", node_name="n2", phase="Succeeded"))
+    cache.observe_pod(pod_info("b", node_name="n2", phase="Succeeded"))
     assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"]) == {}

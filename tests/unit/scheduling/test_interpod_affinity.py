@@ -10,17 +10,8 @@ import pytest
 from promsched.scheduling.filters.interpod_affinity import InterPodAffinity
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
-from support.placement import (
-    ZONE,
-    affinity,
-    anti_affinity,
-    cache_with,
-    decide_evenly,
-    node,
-    pod,
-    pod_object,
-    required_term,
-)
+from support.objects import ZONE, node, pod, pod_object
+from support.placement import affinity, anti_affinity, cache_with, decide_evenly, required_term
 
 ANTI = "node(s) didn't match pod anti-affinity rules"
 EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"

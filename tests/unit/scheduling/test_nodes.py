@@ -9,8 +9,7 @@ import pytest
 from promsched.scheduling.nodes import DEFAULT_ALLOCATABLE_PODS, NodeInfo, NodeUsage, Taint
 from promsched.scheduling.pods import HostPort, PodInfo
 from promsched.scheduling.resources import ZERO_RESOURCES, FieldError, QuantityError, Resources
-
-GIB = 1024**3
+from support.objects import GIB, pod_info
 
 NODE: dict[str, Any] = {
     "metadata": {"name": "worker-1", "resourceVersion": "7", "labels": {"zone": "a", "gpu": "true"}},
@@ -112,13 +111,7 @@ def test_malformed_node_names_the_field(obj: dict[str, Any], error: type[Excepti
 
 
 def pod(name: str, cpu: int, *ports: HostPort) -> PodInfo:
-    return PodInfo(
-        "ns",
-        name,
-        uid=name,
-        requests=Resources(cpu, GIB, 0, {"nvidia.com/gpu": 1}),
-        host_ports=frozenset(ports),
-    )
+    return pod_info(name, requests=Resources(cpu, GIB, 0, {"nvidia.com/gpu": 1}), host_ports=frozenset(ports))
 
 
 def test_usage_adds_and_removes_pods() -> None:

@@ -6,7 +6,8 @@ from typing import Any
 
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
-from support.placement import ZONE, anti_affinity, cache_with, decide_evenly, node, pod, required_term
+from support.objects import ZONE, node, pod
+from support.placement import anti_affinity, cache_with, decide_evenly, required_term
 
 NOTE = (
     " preemption: promsched does not preempt lower-priority pods "

@@ -16,7 +16,9 @@ from promsched.scheduling.scores import DEFAULT_SCORERS, blend, score_preference
 from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
 from promsched.scheduling.scores.node_affinity import NodeAffinityScore
 from promsched.scheduling.scores.taints import TaintTolerationScore
-from support.placement import ZONE, cache_with, cpu_snapshot, decide_evenly, node, pod, required_term
+from support.objects import ZONE, node, pod
+from support.placement import cache_with, decide_evenly, required_term
+from support.snapshots import cpu_snapshot
 
 NODES = [node("n1", "zone-a"), node("n2", "zone-b"), node("n3", "zone-c")]
 DB = {"app": "db"}

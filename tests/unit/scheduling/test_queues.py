@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 import pytest
 
-from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where, backoff_seconds
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def pod(name: str, priority: int = 0, **changes: object) -> PodInfo:
-    return dataclasses.replace(PodInfo("ns", name, uid=f"uid-{name}", priority=priority), **changes)  # type: ignore[arg-type]
+from support.clocks import Clock
+from support.objects import pod_info
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 @pytest.fixture
@@ -42,14 +30,14 @@ def popped(queue: SchedulingQueue) -> list[str]:
 
 def test_higher_priority_first_then_arrival_order(queue: SchedulingQueue) -> None:
     for name, priority in (("a", 0), ("b", 10), ("c", 0), ("d", 10)):
-        queue.add_or_update(pod(name, priority))
+        queue.add_or_update(pod_info(name, priority=priority))
     assert popped(queue) == ["b", "d", "a", "c"]
 
 
 def test_a_pod_is_queued_once_however_often_it_is_seen(queue: SchedulingQueue) -> None:
-    queue.add_or_update(pod("a"))
-    queue.add_or_update(pod("a", resource_version="2"))
-    queue.add_or_update(pod("a", resource_version="3"))
+    queue.add_or_update(pod_info("a"))
+    queue.add_or_update(pod_info("a", resource_version="2"))
+    queue.add_or_update(pod_info("a", resource_version="3"))
     assert len(queue) == 1
     assert popped(queue) == ["a"]
 
@@ -59,7 +47,7 @@ def test_backoff_doubles_from_one_to_ten_seconds() -> None:
 
 
 def test_a_failed_attempt_waits_out_its_backoff(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add_or_update(pod("a"))
+    queue.add_or_update(pod_info("a"))
     entry = queue.pop_nowait()
     assert entry is not None
     queue.backoff("uid-a")
@@ -73,31 +61,31 @@ def test_a_failed_attempt_waits_out_its_backoff(queue: SchedulingQueue, clock: C
 
 
 def test_unschedulable_pods_wait_for_a_cluster_change(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add_or_update(pod("a"))
+    queue.add_or_update(pod_info("a"))
     queue.pop_nowait()
     queue.unschedulable("uid-a")
     clock.now += 5
     assert queue.pop_nowait() is None
     # A status-only update (our own PodScheduled condition) is not a reason to try again.
-    queue.add_or_update(pod("a", resource_version="9"))
+    queue.add_or_update(pod_info("a", resource_version="9"))
     assert queue.pop_nowait() is None
     assert queue.move_all_to_active("node added") == 1
     assert popped(queue) == ["a"]
 
 
 def test_a_changed_unschedulable_pod_is_retried(queue: SchedulingQueue) -> None:
-    queue.add_or_update(pod("a"))
+    queue.add_or_update(pod_info("a"))
     queue.pop_nowait()
     queue.unschedulable("uid-a")
-    queue.add_or_update(pod("a", node_selector={"disk": "ssd"}))
+    queue.add_or_update(pod_info("a", node_selector={"disk": "ssd"}))
     assert popped(queue) == ["a"]
 
 
 def test_an_update_during_the_cycle_retries_instead_of_parking(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add_or_update(pod("a"))
+    queue.add_or_update(pod_info("a"))
     queue.pop_nowait()
-    queue.add_or_update(pod("a", tolerations=()))  # unchanged: not a reason
-    queue.add_or_update(pod("a", priority=5))
+    queue.add_or_update(pod_info("a", tolerations=()))  # unchanged: not a reason
+    queue.add_or_update(pod_info("a", priority=5))
     queue.unschedulable("uid-a")
     assert queue.entries["uid-a"].where is Where.BACKOFF
     clock.now += 1.1
@@ -105,7 +93,7 @@ def test_an_update_during_the_cycle_retries_instead_of_parking(queue: Scheduling
 
 
 def test_parked_pods_are_flushed_periodically(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add_or_update(pod("a"))
+    queue.add_or_update(pod_info("a"))
     queue.pop_nowait()
     queue.unschedulable("uid-a")
 
@@ -118,8 +106,8 @@ def test_parked_pods_are_flushed_periodically(queue: SchedulingQueue, clock: Clo
 
 
 def test_removed_pods_leave_every_sub_queue(queue: SchedulingQueue) -> None:
-    queue.add_or_update(pod("a"))
-    queue.add_or_update(pod("b"))
+    queue.add_or_update(pod_info("a"))
+    queue.add_or_update(pod_info("b"))
     queue.remove("uid-a")
     assert popped(queue) == ["b"]
     queue.backoff("uid-b")
@@ -131,6 +119,6 @@ def test_removed_pods_leave_every_sub_queue(queue: SchedulingQueue) -> None:
 async def test_pop_wakes_up_when_a_pod_arrives(queue: SchedulingQueue) -> None:
     waiter = asyncio.create_task(queue.pop(flush_interval=10))
     await asyncio.sleep(0)
-    queue.add_or_update(pod("late"))
+    queue.add_or_update(pod_info("late"))
     entry = await asyncio.wait_for(waiter, timeout=5)
     assert entry.pod.name == "late"

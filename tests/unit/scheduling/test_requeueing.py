@@ -10,7 +10,8 @@ from promsched.kube.requests import Request
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.schedulers import Scheduler
-from support.placement import ZONE, affinity, anti_affinity, pod, pod_object, required_term
+from support.objects import ZONE, claim_object, pod, pod_object
+from support.placement import affinity, anti_affinity, required_term
 
 DB = {"app": "db"}
 
@@ -42,10 +43,6 @@ def retried(scheduler: Scheduler) -> set[str]:
 
 def using(claim: str, name: str) -> PodInfo:
     return pod(name, volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": claim}}])
-
-
-def claim_object(name: str, namespace: str = "ns", volume: str = "") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"volumeName": volume}}
 
 
 def test_a_claim_that_changes_retries_the_pods_that_use_it(scheduler: Scheduler) -> None:

@@ -16,8 +16,7 @@ from promsched.scheduling.resources import (
     pod_requests,
     resources_from_list,
 )
-
-GIB = 1024**3
+from support.objects import GIB
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,7 @@ import pytest
 
 from promsched.api.policies import Decision, parse_spec
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError
-from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
+from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.scheduling import schedulers
 from promsched.scheduling.caches import ClusterCache
@@ -24,34 +23,16 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.recording import PolicyStatus
 from promsched.scheduling.schedulers import Scheduler
+from support.fake_apis import FakeSender
+from support.objects import node_object, pod_object
+from support.policies import policy_object, spec_document
 from support.polling import eventually_async
+from support.snapshots import snapshot_of
 
 LOADS = {
     "cpu": {"busy": 90.0, "idle": 10.0, "mid": 50.0},
     "memory": {"busy": 80.0, "idle": 20.0, "mid": 50.0},
 }
-
-
-class FakeSender:
-    """Records requests; `fail` maps a path suffix to the ApiError status to answer with."""
-
-    def __init__(self) -> None:
-        self.sent: list[Request] = []
-        self.fail: dict[str, int] = {}
-        self.answers: dict[str, Any] = {}  # path -> body, for GETs
-
-    async def send(self, request: Request) -> Any:
-        self.sent.append(request)
-        for suffix, status in self.fail.items():
-            if request.path.endswith(suffix):
-                raise ApiError(request, status, "Conflict" if status == 409 else "InternalError", "refused")
-        return self.answers.get(request.path, {})
-
-    def paths(self, verb: str = "") -> list[str]:
-        return [r.path for r in self.sent if not verb or r.method == verb]
-
-    def bodies(self, suffix: str) -> list[Any]:
-        return [r.body for r in self.sent if r.path.endswith(suffix)]
 
 
 class FakeRefresher:
@@ -74,50 +55,10 @@ class FakeRefresher:
     async def stop(self) -> None: ...
 
 
-def snapshot_of(plan: Plan, values: dict[str, dict[str, float]], at: float) -> Snapshot:
-    plugins = {}
-    for plugin in plan.plugins:
-        series = {node: Series({}, value, at) for node, value in values.get(plugin.name, {}).items()}
-        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=at)
-    return Snapshot(plan=plan, taken_at=at, plugins=plugins)
-
-
-def node(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
-        "spec": spec,
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def pod(name: str, scheduler: str = "promsched", cpu: str = "100m", **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-            **spec,
-        },
-        "status": {"phase": "Pending"},
-    }
-
-
 def policy(name: str = "p", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:
-    body = {
-        "schedulerName": "promsched",
-        "prometheus": {"url": "http://prometheus:9090"},
-        "plugins": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-        **spec,
-    }
-    return {
-        "apiVersion": "promsched.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": name, "generation": 1, "creationTimestamp": created},
-        "spec": body,
-    }
+    prometheus = {"url": "http://prometheus:9090"}
+    plugins = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
+    return policy_object(name, spec_document(*plugins, prometheus=prometheus, **spec), created=created)
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +75,7 @@ def sender() -> FakeSender:
 async def scheduler(sender: FakeSender) -> Scheduler:
     scheduler = Scheduler(sender, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node(name))
+        scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
     return scheduler
 
@@ -155,7 +96,7 @@ async def cycle(scheduler: Scheduler) -> None:
 async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod("web"))
+    scheduler.on_pod("ADDED", pod_object("web"))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     assert binding["target"]["name"] == "idle"
@@ -169,7 +110,7 @@ async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
 
 async def test_status_writes_are_coalesced(scheduler: Scheduler, sender: FakeSender) -> None:
     for index in range(5):
-        scheduler.on_pod("ADDED", pod(f"web-{index}"))
+        scheduler.on_pod("ADDED", pod_object(f"web-{index}"))
         await cycle(scheduler)
     sender.sent.clear()
     await scheduler.flush_statuses()
@@ -182,11 +123,11 @@ async def test_status_writes_are_coalesced(scheduler: Scheduler, sender: FakeSen
 async def test_a_pod_seen_again_while_its_binding_is_in_flight_is_not_queued_twice(
     scheduler: Scheduler,
 ) -> None:
-    scheduler.on_pod("ADDED", pod("web"))
+    scheduler.on_pod("ADDED", pod_object("web"))
     entry = scheduler.queue.pop_nowait()
     assert entry is not None
     scheduler.schedule_one(entry)  # the binding task has not run yet
-    scheduler.on_pod("MODIFIED", pod("web"))
+    scheduler.on_pod("MODIFIED", pod_object("web"))
     assert len(scheduler.queue) == 0
     await settle(scheduler)
 
@@ -195,7 +136,7 @@ async def test_a_conflicting_binding_is_dropped_and_forgotten(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
     sender.fail["/binding"] = 409
-    scheduler.on_pod("ADDED", pod("web"))
+    scheduler.on_pod("ADDED", pod_object("web"))
     await cycle(scheduler)
     assert scheduler.cache.usage_of("idle").pods == 0
     assert len(scheduler.queue) == 0
@@ -203,7 +144,7 @@ async def test_a_conflicting_binding_is_dropped_and_forgotten(
 
 async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, sender: FakeSender) -> None:
     sender.fail["/binding"] = 500
-    scheduler.on_pod("ADDED", pod("web"))
+    scheduler.on_pod("ADDED", pod_object("web"))
     await cycle(scheduler)
     assert scheduler.cache.usage_of("idle").pods == 0
     assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
@@ -211,7 +152,7 @@ async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, s
 
 
 async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender: FakeSender) -> None:
-    scheduler.on_pod("ADDED", pod("huge", cpu="64"))
+    scheduler.on_pod("ADDED", pod_object("huge", cpu="64"))
     await cycle(scheduler)
     assert scheduler.queue.entries["uid-huge"].where is Where.UNSCHEDULABLE
     [patch] = sender.bodies("/pods/huge/status")
@@ -220,14 +161,14 @@ async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender:
     assert event["reason"] == "FailedScheduling"
     assert event["message"] == "0/3 nodes are available: 3 Insufficient cpu."
     # A node being added may make room: the pod is tried again.
-    scheduler.on_node("ADDED", node("big"))
+    scheduler.on_node("ADDED", node_object("big"))
     assert scheduler.queue.entries["uid-huge"].where in (Where.ACTIVE, Where.BACKOFF)
 
 
 async def test_constraints_promsched_cannot_honour_are_refused_by_name(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod("dra", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]))
+    scheduler.on_pod("ADDED", pod_object("dra", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]))
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     [event] = sender.bodies("/namespaces/ns/events")
@@ -235,17 +176,17 @@ async def test_constraints_promsched_cannot_honour_are_refused_by_name(
 
 
 async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:
-    scheduler.on_pod("ADDED", pod("theirs", scheduler="default-scheduler"))
-    scheduler.on_pod("ADDED", pod("placed", nodeName="busy"))
-    scheduler.on_pod("ADDED", pod("gated", schedulingGates=[{"name": "wait"}]))
+    scheduler.on_pod("ADDED", pod_object("theirs", schedulerName="default-scheduler"))
+    scheduler.on_pod("ADDED", pod_object("placed", nodeName="busy"))
+    scheduler.on_pod("ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
     assert len(scheduler.queue) == 0
     assert scheduler.cache.usage_of("busy").pods == 1
 
 
 async def test_a_gated_pod_is_queued_once_its_gates_are_lifted(scheduler: Scheduler) -> None:
-    scheduler.on_pod("ADDED", pod("gated", schedulingGates=[{"name": "wait"}]))
+    scheduler.on_pod("ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
     assert len(scheduler.queue) == 0
-    scheduler.on_pod("MODIFIED", pod("gated"))
+    scheduler.on_pod("MODIFIED", pod_object("gated"))
     assert "uid-gated" in scheduler.queue.entries
 
 
@@ -268,7 +209,7 @@ PREFERS_BUSY = {
 async def scheduler_with(sender: FakeSender, **spec: Any) -> Scheduler:
     scheduler = Scheduler(sender, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node(name))
+        scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy(**spec))
     return scheduler
 
@@ -278,7 +219,7 @@ async def test_the_policys_preference_weight_sets_what_preferences_count(
     sender: FakeSender, weight: int, chosen: str
 ) -> None:
     scheduler = await scheduler_with(sender, placementPreferences={"weight": weight})
-    scheduler.on_pod("ADDED", pod("web", affinity=PREFERS_BUSY))
+    scheduler.on_pod("ADDED", pod_object("web", affinity=PREFERS_BUSY))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     assert binding["target"]["name"] == chosen
@@ -287,7 +228,7 @@ async def test_the_policys_preference_weight_sets_what_preferences_count(
 async def test_preferences_past_twenty_plugins_stay_out_of_the_status_only(sender: FakeSender) -> None:
     plugins = [{"name": "cpu"}, *({"name": f"custom{index}", "query": "up"} for index in range(19))]
     scheduler = await scheduler_with(sender, plugins=plugins)
-    scheduler.on_pod("ADDED", pod("web", affinity=PREFERS_BUSY))
+    scheduler.on_pod("ADDED", pod_object("web", affinity=PREFERS_BUSY))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
@@ -309,12 +250,12 @@ async def test_the_younger_of_two_policies_for_one_name_is_in_conflict(scheduler
 
 async def test_shadow_mode_records_and_binds_nothing(scheduler: Scheduler, sender: FakeSender) -> None:
     await scheduler.on_policy("ADDED", policy("shadow", schedulerName="default-scheduler", mode="Shadow"))
-    scheduler.on_pod("ADDED", pod("theirs", scheduler="default-scheduler"))
+    scheduler.on_pod("ADDED", pod_object("theirs", schedulerName="default-scheduler"))
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     status = scheduler.policies["shadow"].status
     assert status.decisions[-1].node == "idle"
-    scheduler.on_pod("MODIFIED", pod("theirs", scheduler="default-scheduler"))
+    scheduler.on_pod("MODIFIED", pod_object("theirs", schedulerName="default-scheduler"))
     assert len(scheduler.queue) == 0
 
 
@@ -334,10 +275,10 @@ def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
     snapshot = snapshot_of(plan, {"cpu": {"a": 10.0, "b": 20.0}, "memory": {"a": 10.0, "b": 20.0}}, at=taken)
     cache = ClusterCache(clock=lambda: taken + 1)
     for name in ("a", "b"):
-        cache.upsert_node(NodeInfo.from_object(node(name)))
+        cache.upsert_node(NodeInfo.from_object(node_object(name)))
     chosen = []
     for index in range(6):
-        incoming = PodInfo.from_object(pod(f"p{index}", cpu="1"))
+        incoming = PodInfo.from_object(pod_object(f"p{index}", cpu="1"))
         outcome = decide(incoming, cache, snapshot)
         assert outcome.node is not None
         cache.assume(incoming, outcome.node)
@@ -348,8 +289,8 @@ def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
 
 
 async def test_the_cluster_is_listed_before_the_first_cycle(sender: FakeSender) -> None:
-    sender.answers["/api/v1/nodes"] = {"items": [node("n1")]}
-    sender.answers["/api/v1/pods"] = {"items": [pod("running", nodeName="n1"), pod("waiting")]}
+    sender.answers["/api/v1/nodes"] = {"items": [node_object("n1")]}
+    sender.answers["/api/v1/pods"] = {"items": [pod_object("running", nodeName="n1"), pod_object("waiting")]}
     scheduler = Scheduler(sender)
     await scheduler.sync()
     assert scheduler.synced.is_set()
@@ -358,10 +299,10 @@ async def test_the_cluster_is_listed_before_the_first_cycle(sender: FakeSender) 
 
 
 async def test_an_older_state_of_a_pod_arriving_late_is_ignored(scheduler: Scheduler) -> None:
-    placed = pod("web", nodeName="idle")
+    placed = pod_object("web", nodeName="idle")
     placed["metadata"]["resourceVersion"] = "7"
     scheduler.on_pod("ADDED", placed)
-    scheduler.on_pod("ADDED", pod("web"))  # resourceVersion 1: from a list taken earlier
+    scheduler.on_pod("ADDED", pod_object("web"))  # resourceVersion 1: from a list taken earlier
     assert "uid-web" not in scheduler.pending
     assert scheduler.cache.usage_of("idle").pods == 1
 
@@ -372,7 +313,7 @@ async def test_a_policy_places_nothing_before_its_first_metrics(
     runtime = scheduler.policies["p"]
     assert runtime.refresher is not None
     runtime.refresher.latest = Snapshot.empty(runtime.refresher.plan, time.time())
-    scheduler.on_pod("ADDED", pod("early"))
+    scheduler.on_pod("ADDED", pod_object("early"))
     await cycle(scheduler)
     assert sender.sent == []
     assert scheduler.queue.entries["uid-early"].where is Where.UNSCHEDULABLE
@@ -381,21 +322,21 @@ async def test_a_policy_places_nothing_before_its_first_metrics(
 def test_an_unschedulable_decision_clears_the_node_of_the_last_one() -> None:
     status = PolicyStatus(history=5)
     base = {"time": "2026-11-29T00:00:00Z", "latencyMs": 1, "generation": 1, "mode": "Enforce"}
-    status.record(Decision.model_validate({**base, "pod": "ns/a", "node": "n1"}), scheduled=True)
-    status.record(Decision.model_validate({**base, "pod": "ns/b"}), scheduled=False)
+    status.record_scheduled("uid-a", Decision.model_validate({**base, "pod": "ns/a", "node": "n1"}))
+    status.record_unschedulable("uid-b", "no fit", Decision.model_validate({**base, "pod": "ns/b"}))
     assert status.to_status()["lastDecision"]["node"] is None
 
 
 async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod("web"))
+    scheduler.on_pod("ADDED", pod_object("web"))
     entry = scheduler.queue.pop_nowait()
     assert entry is not None
     outcome = scheduler.schedule_one(entry)  # the binding task waits for the loop
     assert outcome is not None
     assert outcome.node == "idle"
-    cordoned = node("idle", unschedulable=True)
+    cordoned = node_object("idle", unschedulable=True)
     cordoned["metadata"]["resourceVersion"] = "2"
     scheduler.on_node("MODIFIED", cordoned)
     await settle(scheduler)
@@ -426,10 +367,10 @@ async def test_the_loop_takes_no_pod_while_the_bindings_in_flight_are_at_their_l
     sender = GatedSender()
     scheduler = Scheduler(sender, rng=random.Random(7), bind_concurrency=2)
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node(name))
+        scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
     for index in range(6):
-        scheduler.on_pod("ADDED", pod(f"web-{index}"))
+        scheduler.on_pod("ADDED", pod_object(f"web-{index}"))
     loop = asyncio.create_task(scheduler.run())
     try:
         await eventually_async(lambda: sender.in_flight == 2, what="two bindings in flight")
@@ -459,10 +400,10 @@ def test_each_search_starts_where_the_last_one_stopped() -> None:
     snapshot = snapshot_of(plan, {"cpu": dict.fromkeys(names, 10.0)}, at=time.time())
     cache = ClusterCache()
     for name in names:
-        cache.upsert_node(NodeInfo.from_object(node(name)))
+        cache.upsert_node(NodeInfo.from_object(node_object(name)))
     start = 0
     for index in range(4):
-        outcome = decide(PodInfo.from_object(pod(f"p{index}")), cache, snapshot, start=start)
+        outcome = decide(PodInfo.from_object(pod_object(f"p{index}")), cache, snapshot, start=start)
         start = outcome.next_start
         # 100 of the 200 nodes are enough; the next pod searches the other half.
         half = names[:100] if index % 2 == 0 else names[100:]

@@ -8,7 +8,8 @@ import pytest
 
 from promsched.scheduling.resources import FieldError
 from promsched.scheduling.selectors import parse_label_selector
-from support.placement import anti_affinity, cache_with, node, pod, required_term
+from support.objects import node, pod
+from support.placement import anti_affinity, cache_with, required_term
 
 
 @pytest.mark.parametrize(
@@ -65,8 +66,8 @@ def test_the_cache_finds_selected_pods_through_its_label_index_and_keeps_it_curr
     # A relabelled pod moves in the index; a deleted one leaves it without a trace.
     cache.observe_pod(pod("d1", labels={"app": "web"}, node_name="n2"))
     assert sorted(p.name for _, p in cache.pods_selected_by(selector)) == ["d1", "w1"]
-    cache.remove_pod("uid-ns-w1")
-    cache.remove_pod("uid-ns-d1")
+    cache.remove_pod("uid-w1")
+    cache.remove_pod("uid-d1")
     assert cache.label_index == {}
     assert cache.node_pods == {}
 

@@ -9,7 +9,8 @@ import pytest
 
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
-from support.placement import ZONE, cache_with, decide_evenly, node, pod, pod_object
+from support.objects import ZONE, node, pod, pod_object
+from support.placement import cache_with, decide_evenly
 
 SKEWED = "node(s) didn't match pod topology spread constraints"
 WEB = {"app": "web"}
