@@ -344,6 +344,7 @@ def _status(node: str) -> SchedulingPolicyStatus:
         conditions=[ready],
         scheduled=7,
         unschedulable=2,
+        unschedulable_now=2,
         errors=1,
         last_decision=decision,
         recent_decisions=[decision],

@@ -248,10 +248,19 @@ _PRINTER_COLUMNS = [
         "Ready", '.status.conditions[?(@.type=="Ready")].status', "string", "Whether the policy is in effect."
     ),
     _printer_column("Scheduled", ".status.scheduled", "integer", "Pods bound (or scored in Shadow mode)."),
-    _printer_column("Failed", ".status.unschedulable", "integer", "Pods for which no node fitted."),
+    _printer_column(
+        "Failed", ".status.unschedulableNow", "integer", "Pods unschedulable now: no node fits them."
+    ),
     _printer_column("Last-Pod", ".status.lastDecision.pod", "string", "The pod of the latest decision."),
     _printer_column("Last-Node", ".status.lastDecision.node", "string", "The node of the latest decision."),
     _printer_column("Age", ".metadata.creationTimestamp", "date", "Time since creation."),
+    _printer_column(
+        "Failed-Total",
+        ".status.unschedulable",
+        "integer",
+        "Pods that fitted no node at least once, each counted once (Failed: those failing now).",
+        priority=1,
+    ),
     _printer_column("Mode", ".spec.mode", "string", "Enforce or Shadow.", priority=1),
     _printer_column("Errors", ".status.errors", "integer", "Scheduling attempts that failed.", priority=1),
     _printer_column(

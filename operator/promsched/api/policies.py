@@ -684,7 +684,12 @@ class SchedulingPolicyStatus(_StatusModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     scheduled: int = Field(0, ge=0, description="Pods bound (Enforce) or scored (Shadow).")
-    unschedulable: int = Field(0, ge=0, description="Pods for which no node fitted.")
+    unschedulable: int = Field(
+        0, ge=0, description="Pods that fitted no node at least once; each pod is counted once."
+    )
+    unschedulable_now: int = Field(
+        0, ge=0, description="Pods waiting now because no node fits them (as of the last status write)."
+    )
     errors: int = Field(0, ge=0, description="Scheduling attempts that failed with an error.")
     last_decision: Decision | None = Field(None, description="The most recent decision.")
     recent_decisions: list[Decision] = Field(

@@ -40,6 +40,11 @@ def condition(
 
 @dataclass
 class PolicyStatus:
+    """Counts pods, not attempts: `scheduled` pods bound (or scored, in Shadow mode); `unschedulable`
+    pods that fitted no node at least once (each counted once); `failing` the pods that fit nowhere
+    now, with their latest message. A pod that keeps failing enters the recent decisions again only
+    when its message changes, so one stuck pod cannot push the placements out."""
+
     history: int
     observed_generation: int | None = None
     scheduled: int = 0
@@ -48,6 +53,7 @@ class PolicyStatus:
     conditions: list[Condition] = field(default_factory=list)
     decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
     preflight: Preflight | None = None
+    failing: dict[str, str] = field(default_factory=dict)  # pod uid -> why it fits nowhere now
     dirty: bool = True
 
     @classmethod
@@ -73,13 +79,27 @@ class PolicyStatus:
             self.conditions = updated
             self.dirty = True
 
-    def record(self, decision: Decision, *, scheduled: bool) -> None:
-        if scheduled:
-            self.scheduled += 1
-        else:
-            self.unschedulable += 1
+    def record_scheduled(self, uid: str, decision: Decision) -> None:
+        self.failing.pop(uid, None)
+        self.scheduled += 1
         self.decisions.append(decision)
         self.dirty = True
+
+    def record_unschedulable(self, uid: str, message: str, decision: Decision | None) -> None:
+        previous = self.failing.get(uid)
+        if previous == message:
+            return  # the same failure again: nothing new to show
+        if previous is None:
+            self.unschedulable += 1
+        self.failing[uid] = message
+        if decision is not None:
+            self.decisions.append(decision)
+        self.dirty = True
+
+    def forget(self, uid: str) -> None:
+        """A pod that is gone, or no longer this policy's to place, fails no more."""
+        if self.failing.pop(uid, None) is not None:
+            self.dirty = True
 
     def record_error(self) -> None:
         self.errors += 1
@@ -93,6 +113,7 @@ class PolicyStatus:
             conditions=self.conditions,
             scheduled=self.scheduled,
             unschedulable=self.unschedulable,
+            unschedulable_now=len(self.failing),
             errors=self.errors,
             last_decision=self.decisions[-1] if self.decisions else None,
             recent_decisions=recent,
