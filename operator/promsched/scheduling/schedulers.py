@@ -493,7 +493,10 @@ class Scheduler:
             self.shadowed[pod.uid] = None
             while len(self.shadowed) > SHADOWED_KEPT:
                 self.shadowed.popitem(last=False)
-            runtime.status.record(decision, scheduled=outcome.node is not None)
+            if outcome.node is None:
+                runtime.status.record_unschedulable(pod.uid, outcome.message, decision)
+            else:
+                runtime.status.record_scheduled(pod.uid, decision)
             return outcome
         if outcome.node is None:
             self._unschedulable(entry, runtime, decision, outcome.message)
@@ -530,11 +533,7 @@ class Scheduler:
     ) -> None:
         self.queue.unschedulable(entry.pod.uid)
         telemetry.schedule_attempts.labels("unschedulable", runtime.name).inc()
-        if decision is not None:
-            runtime.status.record(decision, scheduled=False)
-        else:
-            runtime.status.unschedulable += 1
-            runtime.status.dirty = True
+        runtime.status.record_unschedulable(entry.pod.uid, message, decision)
         pod = entry.pod
         self._spawn(
             self._report_unschedulable(
@@ -614,7 +613,7 @@ class Scheduler:
         telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
         telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))
         telemetry.decisions_per_node.labels(node).inc()
-        runtime.status.record(decision, scheduled=True)
+        runtime.status.record_scheduled(pod.uid, decision)
         regarding = {
             "apiVersion": "v1",
             "kind": "Pod",
