@@ -426,12 +426,28 @@ class Scheduler:
                 if not self.leading.is_set():
                     self.queue.backoff(entry.pod.uid)
                     continue
-                self.schedule_one(entry)
+                try:
+                    self.schedule_one(entry)
+                except Exception:
+                    self._cycle_failed(entry)
                 # Let watch events and bindings run between cycles.
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
             await self.close()
+
+    def _cycle_failed(self, entry: QueuedPod) -> None:
+        """A bug in one pod's cycle must not stop scheduling: log it, count it, retry the pod later."""
+        pod = entry.pod
+        logger.exception("Scheduling %s failed unexpectedly; it is retried after its backoff", pod.key)
+        runtime = self.owners.get(pod.scheduler_name)
+        telemetry.schedule_attempts.labels("error", runtime.name if runtime else "").inc()
+        if pod.uid in self.cache.assumed or pod.uid not in self.pending:
+            return  # its binding is under way, or it is gone
+        if pod.uid in self.queue.entries:
+            self.queue.backoff(pod.uid)
+        else:
+            self.queue.requeue(self.pending[pod.uid], entry.added_at, entry.attempts + 1)
 
     async def close(self) -> None:
         for task in list(self._tasks):

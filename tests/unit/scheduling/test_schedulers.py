@@ -18,6 +18,7 @@ from promsched.metrics.planning import Plan
 from promsched.scheduling import schedulers
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import decide, feasible_nodes_to_find
+from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
@@ -409,3 +410,38 @@ def test_each_search_starts_where_the_last_one_stopped() -> None:
         half = names[:100] if index % 2 == 0 else names[100:]
         assert sorted(r.node for r in outcome.ranked) == half
         assert start == (index + 1) * 100 % 200
+
+
+class ExplodingFilter:
+    """A filter with a bug that only one pod triggers."""
+
+    name = "Exploding"
+
+    def concerns(self, pod: PodInfo) -> bool:
+        return True
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: object) -> str | None:
+        if pod.name == "bad":
+            raise RuntimeError("a bug in a filter")
+        return None
+
+
+async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_pod_backed_off() -> None:
+    sender = FakeSender()
+    scheduler = Scheduler(sender, rng=random.Random(7), filters=(ExplodingFilter(), *DEFAULT_FILTERS))
+    for name in ("busy", "idle", "mid"):
+        scheduler.on_node("ADDED", node_object(name))
+    await scheduler.on_policy("ADDED", policy())
+    scheduler.on_pod("ADDED", pod_object("bad"))
+    scheduler.on_pod("ADDED", pod_object("good"))
+    loop = asyncio.create_task(scheduler.run())
+    try:
+        await eventually_async(
+            lambda: len(sender.bodies("/pods/good/binding")) == 1, what="the good pod bound"
+        )
+        assert not loop.done()
+        assert scheduler.queue.entries["uid-bad"].where is Where.BACKOFF
+        assert sender.bodies("/pods/bad/binding") == []
+    finally:
+        loop.cancel()
+        await asyncio.wait([loop])
