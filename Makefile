@@ -9,10 +9,10 @@ DEMO_NODES ?= 6
 .PHONY: venv lint format crds install-sandbox test test-unit test-integration test-load demo demo-down clean
 
 $(VENV)/.installed: pyproject.toml
-	@echo "pip: creating $(VENV) and installing promsched (editable) with its test tools (.[test])"
+	@echo "pip: creating $(VENV) and installing promsched (editable) with its test tools and the sandbox's (.[test,sandbox])"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,sandbox]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -64,7 +64,7 @@ BENCH_ARGS ?= --big-burst 5000 --profile --micro
 
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 	@echo "pip: installing the benchmark's plotting and profiling tools (.[bench]: matplotlib, py-spy)"
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,sandbox,bench]'
 	touch $@
 
 bench: install-sandbox $(VENV)/.bench-installed

@@ -51,7 +51,8 @@ import yaml
 from bench import reporting
 from bench.kubeapi import cpu_seconds, peak_rss_mb, watch, watch_session
 from promsched.api.crds import render_crd_yaml
-from promsched.kube.credentials import Credentials, from_kubeconfig
+from promsched.kube.configuring import from_kubeconfig
+from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, KubeClient
 from promsched.sandbox import launching

@@ -16,22 +16,19 @@ from typing import Any
 import aiohttp
 
 from promsched.kube.credentials import Credentials
+from promsched.kube.sending import open_session
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def watch_session(credentials: Credentials) -> aiohttp.ClientSession:
     """A session for watches: no total timeout, large lines allowed."""
-    connector = aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=8)
-    headers = {"Accept": "application/json"}
-    token = credentials.bearer_token()
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return aiohttp.ClientSession(
-        credentials.server,
-        connector=connector,
-        headers=headers,
+    return open_session(
+        credentials,
+        base_url=credentials.server,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        connections=8,
+        headers={"Accept": "application/json"},
         read_bufsize=2**20,
     )
 

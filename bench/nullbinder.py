@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from bench.kubeapi import watch, watch_session
-from promsched.kube.credentials import from_kubeconfig
+from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.requests import Request, bind_pod
 from promsched.kube.sending import ApiError, KubeClient
 

@@ -11,6 +11,10 @@ from pathlib import Path
 from promsched import __version__
 
 Command = Callable[[argparse.Namespace], int]
+# `-o` of explain and score: the human table (default), or the same facts as a document.
+OUTPUT_FORMATS = ("table", "json", "yaml")
+# What the sandbox needs beyond a plain install (the `sandbox` extra).
+SANDBOX_EXTRA_MODULES = frozenset({"cryptography"})
 
 
 def _sandbox_install(_args: argparse.Namespace) -> int:
@@ -93,7 +97,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     from promsched.operating.inspecting import explain_pod
 
-    print(asyncio.run(explain_pod(args.kubeconfig, args.pod)))
+    print(asyncio.run(explain_pod(args.kubeconfig, args.pod, context=args.context, output=args.output)))
     return 0
 
 
@@ -105,21 +109,53 @@ def _score(args: argparse.Namespace) -> int:
 
     # Failed queries are listed in the output; the metrics layer's warnings would only repeat them.
     logging.basicConfig(level=logging.ERROR)
-    print(asyncio.run(score_policy(args.kubeconfig, args.policy, args.pod, args.prometheus_url)))
+    print(
+        asyncio.run(
+            score_policy(
+                args.kubeconfig,
+                args.policy,
+                args.pod,
+                args.prometheus_url,
+                context=args.context,
+                output=args.output,
+            )
+        )
+    )
     return 0
 
 
-def _inspect_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _cluster_options() -> argparse.ArgumentParser:
+    """What every command that talks to a cluster takes, as kubectl does."""
     cluster = argparse.ArgumentParser(add_help=False)
-    cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
+    cluster.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="default: $KUBECONFIG (files joined with ':' are merged), in-cluster, ~/.kube/config",
+    )
+    cluster.add_argument("--context", help="the kubeconfig context to use (default: its current-context)")
+    return cluster
+
+
+def _inspect_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = _cluster_options()
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (default), or json or yaml for scripts",
+    )
     explain = commands.add_parser(
-        "explain", parents=[cluster], help="why promsched placed a pod where it did: its recorded decision"
+        "explain",
+        parents=[cluster, output],
+        help="why promsched placed a pod where it did: its recorded decision",
     )
     explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: the context's namespace)")
     explain.set_defaults(run=_explain)
     score = commands.add_parser(
         "score",
-        parents=[cluster],
+        parents=[cluster, output],
         help="dry run: how a policy file ranks the live cluster's nodes now (binds nothing)",
     )
     score.add_argument("--policy", type=Path, required=True, help="a SchedulingPolicy YAML file")
@@ -145,6 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     run(
         RunOptions(
             kubeconfig=args.kubeconfig,
+            context=args.context,
             namespaces=tuple(args.namespace),
             listen=args.listen,
             leader_elect=args.leader_elect,
@@ -162,8 +199,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     env = os.environ.get
-    run = commands.add_parser("run", help="run the scheduler (a Kopf operator)")
-    run.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
+    run = commands.add_parser("run", parents=[_cluster_options()], help="run the scheduler (a Kopf operator)")
     run.add_argument("--namespace", action="append", default=[], help="schedule only pods of this namespace")
     run.add_argument(
         "--listen", default=env("PROMSCHED_LISTEN", "127.0.0.1:8080"), help="/metrics and probes"
@@ -227,8 +263,8 @@ def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     load.set_defaults(run=_sandbox_load)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="promsched", description="A load-aware Kubernetes scheduler.")
+def build_parser(prog: str = "promsched") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="A load-aware Kubernetes scheduler.")
     parser.add_argument("--version", action="version", version=f"promsched {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _run_parser(commands)
@@ -249,20 +285,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.api.converting import ConversionError
+    from promsched.kube.credentials import CredentialsError
     from promsched.operating.inspecting import InspectError
     from promsched.sandbox.clusters import SandboxError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     run: Command = args.run
     try:
         return run(args)
-    except (SandboxError, InstallError, ProfileError, ConversionError, InspectError) as error:
-        print(f"promsched: {error}", file=sys.stderr)
+    except (
+        SandboxError,
+        InstallError,
+        ProfileError,
+        ConversionError,
+        InspectError,
+        CredentialsError,
+    ) as error:
+        print(f"{prog}: {error}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as error:
+        if error.name not in SANDBOX_EXTRA_MODULES:
+            raise
+        print(
+            f"{prog}: the sandbox needs the `sandbox` extra, which this install lacks ({error.name}): "
+            "pip install 'promsched[sandbox]', or with pipx: pipx install --force 'promsched[sandbox]'",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def kubectl_main() -> int:
+    """`kubectl promsched ...`: kubectl runs `kubectl-promsched` from PATH with the arguments after it."""
+    return main(prog="kubectl promsched")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from promsched.api.crds import render_crd_yaml
-from promsched.kube.credentials import from_kubeconfig
+from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.requests import Request
 from promsched.kube.sending import KubeClient, list_all
 from promsched.sandbox import launching

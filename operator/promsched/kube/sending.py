@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
+from aiohttp.client import DEFAULT_TIMEOUT
 
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request, list_objects
@@ -34,6 +36,56 @@ class ApiError(Exception):
         return cls(request, status, "", text[:500])
 
 
+def open_session(
+    credentials: Credentials,
+    *,
+    base_url: str | None = None,
+    timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
+    connections: int = 100,
+    **options: Any,
+) -> aiohttp.ClientSession:
+    """An aiohttp session to the API server of `credentials`: their TLS settings, proxy and
+    tls-server-name, and their bearer token on each request. promsched's client and Kopf's watches
+    both use one, so they authenticate alike."""
+    connector = aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=connections)
+    return aiohttp.ClientSession(
+        base_url,
+        connector=connector,
+        timeout=timeout,
+        proxy=credentials.proxy,
+        middlewares=(_authenticating(credentials),),
+        **options,
+    )
+
+
+def _authenticating(credentials: Credentials) -> aiohttp.ClientMiddlewareType:
+    """Sets the token (renewed when it expires) and, after a 401, renews it and sends the request once
+    more, as client-go does for exec plugins and token files."""
+    tokens = credentials.token
+
+    async def authenticate(
+        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        if credentials.tls_server_name:
+            request.server_hostname = credentials.tls_server_name
+        if tokens is None:
+            return await handler(request)
+        # Renewing may run an exec plugin: not on the event loop.
+        token = tokens.cached()
+        if token is None:
+            token = await asyncio.to_thread(tokens.fetch)
+        request.headers[aiohttp.hdrs.AUTHORIZATION] = f"Bearer {token}"
+        response = await handler(request)
+        if response.status != 401 or not tokens.refreshable:
+            return response
+        response.release()
+        token = await asyncio.to_thread(tokens.refresh, token)
+        request.headers[aiohttp.hdrs.AUTHORIZATION] = f"Bearer {token}"
+        return await handler(request)
+
+    return authenticate
+
+
 class KubeClient:
     """One aiohttp session to one API server. Use as an async context manager."""
 
@@ -44,9 +96,11 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeClient:
-        connector = aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=self._connections)
-        self._session = aiohttp.ClientSession(
-            self.credentials.server, connector=connector, timeout=self._timeout, raise_for_status=False
+        self._session = open_session(
+            self.credentials,
+            base_url=self.credentials.server,
+            timeout=self._timeout,
+            connections=self._connections,
         )
         return self
 
@@ -64,9 +118,6 @@ class KubeClient:
         if self._session is None:
             raise RuntimeError("KubeClient used outside `async with`")
         headers = {"Accept": "application/json"}
-        token = self.credentials.bearer_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
         data = None
         if request.body is not None:
             headers["Content-Type"] = request.content_type
@@ -75,6 +126,15 @@ class KubeClient:
             request.method, request.path, data=data, headers=headers, params=dict(request.params)
         ) as response:
             text = await response.text()
+            if response.status == 401:
+                tokens = self.credentials.token
+                again = ", also once renewed" if tokens is not None and tokens.refreshable else ""
+                raise ApiError(
+                    request,
+                    401,
+                    "Unauthorized",
+                    f"the API server rejected {self.credentials.describe()}{again}",
+                )
             if response.status >= 300:
                 raise ApiError.from_response(request, response.status, text)
             return json.loads(text) if text else None

@@ -10,6 +10,7 @@ is pure (data in, text out), so both are tested without a cluster.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +39,8 @@ from promsched.api.policies import (
     Preflight,
     SchedulingPolicy,
 )
-from promsched.kube.credentials import CredentialsError, discover
+from promsched.kube.configuring import discover
+from promsched.kube.credentials import CredentialsError
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, KubeClient, list_all
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
@@ -58,6 +60,8 @@ LEGEND = (
     "(wN): the plugin's weight. TOTAL: the weighted mean of the scores that count for the node."
 )
 _SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+# `-o`: the human table (default), else "json" or "yaml": the same facts as a document.
+TABLE = "table"
 
 
 class InspectError(RuntimeError):
@@ -472,39 +476,104 @@ def render_ranking(ranking: Ranking) -> str:
     return "\n".join(lines)
 
 
+# ----- documents (-o json|yaml) ----------------------------------------------------------------------
+
+
+def render_document(document: Mapping[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False)
+    return yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True).rstrip("\n")
+
+
+def _policy_document(policy: SchedulingPolicy) -> dict[str, Any]:
+    return {
+        "name": policy.name,
+        "schedulerName": policy.spec.scheduler_name,
+        "generation": policy.generation,
+        "weights": {plugin.name: plugin.weight for plugin in policy.spec.plugins},
+    }
+
+
+def explanation_document(explanation: Explanation) -> dict[str, Any]:
+    """What `explain` shows, named as in the policy's status: the decision whole when the status still
+    holds it (source policyStatus), else the pod's compact annotation (source podAnnotation)."""
+    recorded = explanation.recorded
+    document = {
+        "pod": explanation.pod,
+        "boundTo": explanation.bound_to or None,
+        "policy": _policy_document(explanation.policy),
+    }
+    if isinstance(recorded, Decision):
+        return {**document, "source": "policyStatus", "decision": recorded.to_object()}
+    top = [node.to_object() for node in recorded.top_nodes]
+    return {**document, "source": "podAnnotation", "decision": {"node": recorded.node, "topNodes": top}}
+
+
+def ranking_document(ranking: Ranking) -> dict[str, Any]:
+    """What `score` shows: the would-be node (null: none fits, see message), every feasible node's
+    scores best first, nodes filtered out by reason, and what Prometheus could not answer."""
+    outcome = ranking.outcome
+    return {
+        "policy": _policy_document(ranking.policy),
+        "pod": ranking.pod,
+        "dryRun": True,
+        "node": outcome.node,
+        "message": outcome.message or None,
+        "prometheus": ranking.policy.spec.prometheus.url,
+        "ranked": [result.to_api().to_object() for result in outcome.ranked],
+        "filtered": [
+            {"reason": reason, "count": count}
+            for reason, count in sorted(outcome.filtered.items(), key=lambda item: -item[1])
+        ],
+        "preflight": ranking.preflight.to_object(),
+        "skippedNodes": list(ranking.skipped_nodes),
+    }
+
+
 # ----- the commands' entry points --------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def connected(kubeconfig: Path | None) -> AsyncIterator[KubeClient]:
-    """A client for the cluster of `kubeconfig` (or $KUBECONFIG, in-cluster, ~/.kube/config); API and
-    connection failures inside the block become InspectErrors."""
+async def connected(kubeconfig: Path | None, context: str | None = None) -> AsyncIterator[KubeClient]:
+    """A client for the cluster of `kubeconfig` (or $KUBECONFIG, in-cluster, ~/.kube/config) and
+    `context` (default: the current one); credential, API and connection failures become InspectErrors."""
     try:
-        credentials = discover(kubeconfig)
+        credentials = discover(kubeconfig, context)
     except CredentialsError as error:
         raise InspectError(str(error)) from None
     try:
         async with KubeClient(credentials) as client:
             yield client
+    except CredentialsError as error:
+        raise InspectError(str(error)) from None
     except ApiError as error:
         raise InspectError(f"the API server refused a request: {error}") from None
     except (aiohttp.ClientError, TimeoutError, OSError) as error:
         raise InspectError(f"cannot reach the API server at {credentials.server}: {error}") from None
 
 
-async def explain_pod(kubeconfig: Path | None, pod: str) -> str:
+async def explain_pod(
+    kubeconfig: Path | None, pod: str, *, context: str | None = None, output: str = TABLE
+) -> str:
     """`promsched explain`: `pod` is NAMESPACE/NAME, or NAME in the kubeconfig context's namespace."""
     namespace, _slash, name = pod.rpartition("/")
     if not name:
         raise InspectError(f"{pod!r} names no pod; give NAMESPACE/NAME, e.g. default/web-0")
-    async with connected(kubeconfig) as client:
-        return render_explanation(
-            await explain(client, namespace or client.credentials.default_namespace, name)
-        )
+    async with connected(kubeconfig, context) as client:
+        explanation = await explain(client, namespace or client.credentials.default_namespace, name)
+    if output == TABLE:
+        return render_explanation(explanation)
+    return render_document(explanation_document(explanation), output)
 
 
 async def score_policy(
-    kubeconfig: Path | None, policy_file: Path, pod_file: Path | None, prometheus_url: str | None
+    kubeconfig: Path | None,
+    policy_file: Path,
+    pod_file: Path | None,
+    prometheus_url: str | None,
+    *,
+    context: str | None = None,
+    output: str = TABLE,
 ) -> str:
     """`promsched score`: the ranking a policy file gives now, for a pod file or a pod with no requests."""
     policy = load_policy(policy_file, prometheus_url)
@@ -514,5 +583,8 @@ async def score_policy(
         if pod_file is not None
         else "any pod with no requests (--pod FILE: yours)"
     )
-    async with connected(kubeconfig) as client:
-        return render_ranking(await rank(client, policy, pod, description))
+    async with connected(kubeconfig, context) as client:
+        ranking = await rank(client, policy, pod, description)
+    if output == TABLE:
+        return render_ranking(ranking)
+    return render_document(ranking_document(ranking), output)

@@ -21,9 +21,10 @@ import kopf
 from aiohttp import web
 
 from promsched.api.policies import GROUP, PLURAL, VERSION
-from promsched.kube.credentials import Credentials, discover
+from promsched.kube.configuring import discover
+from promsched.kube.credentials import Credentials
 from promsched.kube.requests import LIST_PAGE_SIZE
-from promsched.kube.sending import KubeClient
+from promsched.kube.sending import KubeClient, open_session
 from promsched.operating import serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
@@ -41,6 +42,7 @@ WATCH_CONNECT_TIMEOUT = 10
 @dataclass(frozen=True)
 class RunOptions:
     kubeconfig: Path | None = None
+    context: str | None = None
     namespaces: tuple[str, ...] = ()
     listen: str = "127.0.0.1:8080"
     leader_elect: bool = False
@@ -90,15 +92,14 @@ def _current() -> Runtime:
 
 
 @kopf.on.login()
-def login(**_: Any) -> kopf.ConnectionInfo:
+async def login(**_: Any) -> kopf.AiohttpSession:
+    """Kopf's watches get a session like promsched's own client: the same token source (renewed on
+    expiry and after a 401 without Kopf logging in again), proxy and tls-server-name, which Kopf's
+    ConnectionInfo cannot carry. Unlimited connections, as Kopf's own: each watch holds one."""
     credentials = _current().credentials
-    return kopf.ConnectionInfo(
+    return kopf.AiohttpSession(
+        aiohttp_session=open_session(credentials, connections=0),
         server=credentials.server,
-        ca_path=credentials.ca_path,
-        insecure=credentials.insecure,
-        certificate_path=credentials.certificate_path,
-        private_key_path=credentials.private_key_path,
-        token=credentials.bearer_token(),
         default_namespace=credentials.default_namespace,
     )
 
@@ -218,7 +219,7 @@ def run(options: RunOptions) -> None:
     """Run the operator until interrupted."""
     global _runtime
     limit_tls_read_buffers()
-    credentials = discover(options.kubeconfig)
+    credentials = discover(options.kubeconfig, options.context)
     client = KubeClient(credentials)
     secrets = SecretCache(client)
     scheduler = Scheduler(

@@ -4,6 +4,7 @@ a fake Prometheus the queries, and the tables are checked as text."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -11,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
+import promsched.sandbox
 from promsched import cli
 from promsched.api.annotations import DECISION_ANNOTATION, AnnotatedDecision
 from promsched.api.policies import (
@@ -35,13 +38,17 @@ from promsched.operating.inspecting import (
     InspectError,
     Ranking,
     explain,
+    explanation_document,
     format_value,
+    ranking_document,
     ranking_table,
+    render_document,
     render_explanation,
     render_ranking,
 )
 from promsched.scheduling.deciding import Outcome
 from promsched.scheduling.pods import PodInfo
+from support.kubeconfigs import kubeconfig, write_kubeconfig
 
 POD_CREATED = "2030-01-01T10:00:00Z"
 DECIDED = "2030-01-01T10:00:01.500000Z"
@@ -330,6 +337,78 @@ def test_a_ranking_with_no_feasible_node_gives_the_schedulers_message() -> None:
     assert "NODE" not in text
 
 
+# ----- documents (-o json|yaml) -----------------------------------------------------------------------
+
+
+def test_an_explanation_as_a_document_holds_the_recorded_decision_and_names_its_source() -> None:
+    policy = SchedulingPolicy.from_object(policy_object(generation=2))
+    decision = Decision.model_validate(decision_object())
+    text = render_document(
+        explanation_document(Explanation("shop/web-0", "node-1", policy, decision)), "json"
+    )
+    assert json.loads(text) == {
+        "pod": "shop/web-0",
+        "boundTo": "node-1",
+        "policy": {
+            "name": "web",
+            "schedulerName": "promsched",
+            "generation": 2,
+            "weights": {"cpu": 3, "memory": 1},
+        },
+        "source": "policyStatus",
+        "decision": decision.to_object(),
+    }
+    annotated = inspecting.parse_annotation(
+        '{"node":"node-1","top":[{"node":"node-1","total":85.0,"plugins":{"cpu":90.0}}]}'
+    )
+    text = render_document(explanation_document(Explanation("shop/web-0", "", policy, annotated)), "yaml")
+    document = yaml.safe_load(text)
+    assert (document["boundTo"], document["source"]) == (None, "podAnnotation")
+    assert document["decision"] == {
+        "node": "node-1",
+        "topNodes": [{"node": "node-1", "total": 85.0, "plugins": [{"name": "cpu", "score": 90.0}]}],
+    }
+
+
+def test_a_ranking_as_a_document_holds_every_node_filter_and_problem() -> None:
+    policy = SchedulingPolicy.from_object(policy_object())
+    ranked = (
+        NodeResult("node-1", 85.0, (PluginResult("cpu", 10.0, 90.0),), ()),
+        NodeResult("node-2", 50.0, (PluginResult("cpu", None, 50.0),), ()),
+    )
+    preflight = Preflight(
+        checked_at=datetime(2030, 1, 1, 10, 0, tzinfo=UTC),
+        queries=[PreflightQuery(plugin="cpu", query="q1", ok=False, error="bad_data")],
+    )
+    outcome = Outcome("node-1", ranked, {"Insufficient cpu": 1, "cpu load above 85%": 2}, 5)
+    ranking = Ranking(policy, "any pod", outcome, preflight, skipped_nodes=("node-9: bad",))
+    document = json.loads(render_document(ranking_document(ranking), "json"))
+    assert document == {
+        "policy": {
+            "name": "web",
+            "schedulerName": "promsched",
+            "generation": 1,
+            "weights": {"cpu": 3, "memory": 1},
+        },
+        "pod": "any pod",
+        "dryRun": True,
+        "node": "node-1",
+        "message": None,
+        "prometheus": "http://prometheus.invalid:9090",
+        "ranked": [
+            {"node": "node-1", "total": 85.0, "plugins": [{"name": "cpu", "raw": 10.0, "score": 90.0}]},
+            {"node": "node-2", "total": 50.0, "plugins": [{"name": "cpu", "score": 50.0}]},
+        ],
+        "filtered": [
+            {"reason": "cpu load above 85%", "count": 2},
+            {"reason": "Insufficient cpu", "count": 1},
+        ],
+        "preflight": preflight.to_object(),
+        "skippedNodes": ["node-9: bad"],
+    }
+    assert yaml.safe_load(render_document(ranking_document(ranking), "yaml")) == document
+
+
 # ----- explain: finding the record ---------------------------------------------------------------------
 
 
@@ -574,4 +653,39 @@ def test_the_commands_report_errors_as_one_clean_line(capsys: pytest.CaptureFixt
     assert cli.main(["score", "--policy", "/nonexistent/policy.yaml"]) == 1
     assert capsys.readouterr().err == (
         "promsched: cannot read /nonexistent/policy.yaml: No such file or directory\n"
+    )
+
+
+def test_a_context_the_kubeconfig_lacks_is_one_clean_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_kubeconfig(
+        tmp_path / "config",
+        kubeconfig(
+            clusters={"api": {"server": "https://api.invalid"}},
+            users={"me": {"token": "abc"}},
+            contexts={"main": {"cluster": "api", "user": "me"}},
+            current="main",
+        ),
+    )
+    assert (
+        cli.main(["explain", "--kubeconfig", str(config), "--context", "prod", "-o", "json", "shop/web"]) == 1
+    )
+    assert capsys.readouterr().err == (
+        f"promsched: context 'prod' is not in kubeconfig {config} (it has: main)\n"
+    )
+
+
+def test_the_sandbox_without_its_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As in an install without the `sandbox` extra: cryptography cannot be imported.
+    for name in ("launching", "certifying"):
+        monkeypatch.delitem(sys.modules, f"promsched.sandbox.{name}", raising=False)
+        monkeypatch.delattr(promsched.sandbox, name, raising=False)
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    assert cli.main(["sandbox", "status", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        "promsched: the sandbox needs the `sandbox` extra, which this install lacks (cryptography): "
+        "pip install 'promsched[sandbox]', or with pipx: pipx install --force 'promsched[sandbox]'\n"
     )
