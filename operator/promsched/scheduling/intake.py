@@ -98,7 +98,8 @@ def _uses_claims(waiting: PodInfo) -> bool:
 
 class Intake:
     """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
-    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work."""
+    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work;
+    it waits with `sleep`."""
 
     def __init__(
         self,
@@ -111,6 +112,7 @@ class Intake:
         spawn: Callable[[Awaitable[None]], object],
         resync_interval: float = RESYNC_INTERVAL,
         drift_grace: float = DRIFT_GRACE,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -120,6 +122,7 @@ class Intake:
         self.spawn = spawn
         self.resync_interval = resync_interval  # 0: no periodic lists
         self.drift_grace = drift_grace
+        self.sleep = sleep
         self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
         self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self.synced = asyncio.Event()  # set once every kind has been listed
@@ -312,7 +315,7 @@ class Intake:
 
     async def _resync_periodically(self) -> None:
         while True:
-            await asyncio.sleep(self.resync_interval)
+            await self.sleep(self.resync_interval)
             for kind in self.kinds.values():
                 self.relist(kind)
 
@@ -326,7 +329,7 @@ class Intake:
                 if not retry:
                     raise
                 logger.warning("Listing %s failed (retrying in %.0fs): %s", kind.resource, delay, error)
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_DELAY)
 
     async def _replace(self, kind: Kind, *, first: bool) -> None:
@@ -370,7 +373,7 @@ class Intake:
             del self._unexplained[(resource, key)]
 
     async def _report_drift(self, changes: list[Difference]) -> None:
-        await asyncio.sleep(self.drift_grace)
+        await self.sleep(self.drift_grace)
         for difference in changes:
             where = (difference.resource, difference.key)
             if self._unexplained.get(where) is not difference:

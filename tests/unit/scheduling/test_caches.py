@@ -71,6 +71,19 @@ def test_an_assumed_pod_counts_until_bound_and_then_once(cache: ClusterCache) ->
     assert "uid-a" not in cache.assumed
 
 
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+@pytest.mark.parametrize("node_name", ["n1", ""], ids=["bound", "unbound"])
+def test_an_assumed_pod_first_seen_finished_frees_its_room(
+    cache: ClusterCache, phase: str, node_name: str
+) -> None:
+    cache.assume(pod("job"), "n1")
+    # Its bind event was missed: the next state the watch shows is already the last.
+    assert cache.observe_pod(pod("job", node_name=node_name, phase=phase))
+    assert cache.usage_of("n1").pods == 0
+    assert "uid-job" not in cache.assumed
+    assert "n1" not in cache.placements
+
+
 def test_a_failed_binding_forgets_the_pod_and_its_placement(cache: ClusterCache, clock: Clock) -> None:
     cache.assume(pod("a"), "n1")
     cache.forget("uid-a")

@@ -1,0 +1,384 @@
+"""The intake without a cluster: watch events in, lists read from a fake API server, the cache and the
+queue as they would be after each (issue 16: deletes lost in a watch gap or undone by an old list)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from promsched.kube.requests import Request
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.intake import Intake
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.queues import SchedulingQueue, Where
+from support.fake_apis import FakeSender
+from support.objects import ZONE, claim_object, node_object, pod_object, storage_class_object, volume_object
+from support.polling import eventually_async
+
+RESYNC = 300.0
+GRACE = 5.0
+
+
+class ListServer(FakeSender):
+    """Answers each kind's list from `lists` (path -> (resourceVersion, items)), `page_size` items a
+    page; `during_list(path, first item)` runs as a page's request arrives, as a watch event would be
+    handled while the page is on its way."""
+
+    def __init__(self, page_size: int = 100) -> None:
+        super().__init__()
+        self.lists: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self.page_size = page_size
+        self.during_list: Callable[[str, int], None] | None = None
+
+    def answer(self, request: Request) -> Any:
+        if request.method != "GET" or request.path not in self.lists:
+            return super().answer(request)
+        version, items = self.lists[request.path]
+        start = int(request.params.get("continue") or 0)
+        if self.during_list is not None:
+            self.during_list(request.path, start)
+        metadata = {"resourceVersion": str(version)}
+        if start + self.page_size < len(items):
+            metadata["continue"] = str(start + self.page_size)
+        return {"metadata": metadata, "items": copy.deepcopy(items[start : start + self.page_size])}
+
+
+class Sleeps:
+    """Stands in for asyncio.sleep: each sleep lasts until the test ends it."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[float, asyncio.Future[None]]] = []
+
+    async def __call__(self, seconds: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.append((seconds, future))
+        await future
+
+    def count(self, seconds: float | None = None) -> int:
+        """Sleeps of `seconds` (None: of any length) not yet ended."""
+        return sum(1 for length, future in self.waiting if seconds in (None, length) and not future.done())
+
+    def end(self, seconds: float) -> None:
+        for length, future in self.waiting:
+            if length == seconds and not future.done():
+                future.set_result(None)
+
+
+class Background:
+    """The intake's `spawn`: tasks the test can wait for."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def __call__(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self.tasks.append(task)
+        return task
+
+    def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+@dataclass
+class Setup:
+    intake: Intake
+    server: ListServer
+    sleeps: Sleeps
+    background: Background
+    refused: list[str]
+
+    @property
+    def cache(self) -> ClusterCache:
+        return self.intake.cache
+
+    @property
+    def queue(self) -> SchedulingQueue:
+        return self.intake.queue
+
+    def serve(self, resource: str, version: int, *items: dict[str, Any]) -> None:
+        self.server.lists[self.intake.kinds[resource].path] = (version, list(items))
+
+    async def listed(self) -> None:
+        """Wait until the intake's background work is done or waits in a sleep (no list runs)."""
+
+        def quiet() -> bool:
+            return len([task for task in self.background.tasks if not task.done()]) == self.sleeps.count()
+
+        await eventually_async(quiet, what="the lists done")
+
+    async def sleeping(self, seconds: float) -> None:
+        await eventually_async(lambda: self.sleeps.count(seconds) == 1, what=f"a sleep of {seconds}s")
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[Setup]:
+    server = ListServer(page_size=2)
+    sleeps, background, refused = Sleeps(), Background(), []
+    queue = SchedulingQueue()
+    intake = Intake(
+        server,
+        ClusterCache(),
+        queue,
+        enqueue=queue.add_or_update,
+        refuse=lambda _obj, message: refused.append(message),
+        spawn=background,
+        resync_interval=RESYNC,
+        drift_grace=GRACE,
+        sleep=sleeps,
+    )
+    ready = Setup(intake, server, sleeps, background, refused)
+    for resource in intake.kinds:
+        ready.serve(resource, 1)
+    yield ready
+    background.stop()
+
+
+def versioned(obj: dict[str, Any], version: int) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = str(version)
+    return obj
+
+
+def bound(name: str, version: int, cpu: str = "100m", node: str = "n1", **options: Any) -> dict[str, Any]:
+    return pod_object(name, node_name=node, cpu=cpu, version=str(version), **options)
+
+
+def drift(kind: str) -> float:
+    return REGISTRY.get_sample_value("promsched_cache_drift_total", {"kind": kind}) or 0.0
+
+
+def park(queue: SchedulingQueue, pod: PodInfo) -> None:
+    queue.add_or_update(pod)
+    entry = queue.pop_nowait()
+    assert entry is not None
+    queue.unschedulable(entry.pod.uid)
+
+
+# ----- every kind, with a state that tells two versions apart and how the cache shows it ------------
+
+
+@dataclass(frozen=True)
+class KindCase:
+    resource: str
+    event: str  # the Intake method its watch events go to
+    build: Callable[[str, int, str], dict[str, Any]]  # name, resourceVersion, a state marker
+    shown: Callable[[ClusterCache, str], str | None]  # the marker of what the cache holds, or None
+
+    def deliver(self, intake: Intake, event_type: str | None, obj: dict[str, Any]) -> None:
+        getattr(intake, self.event)(event_type, obj)
+
+
+KINDS = [
+    KindCase(
+        "nodes",
+        "on_node",
+        lambda name, version, mark: node_object(name, labels={"mark": mark}, version=str(version)),
+        lambda cache, name: cache.nodes[name].labels["mark"] if name in cache.nodes else None,
+    ),
+    KindCase(
+        "pods",
+        "on_pod",
+        lambda name, version, mark: bound(name, version, labels={"mark": mark}),
+        lambda cache, name: (
+            cache.counted[f"uid-{name}"][1].labels["mark"] if f"uid-{name}" in cache.counted else None
+        ),
+    ),
+    KindCase(
+        "namespaces",
+        "on_namespace",
+        lambda name, version, mark: {
+            "metadata": {"name": name, "labels": {"mark": mark}, "resourceVersion": str(version)}
+        },
+        lambda cache, name: cache.namespace_labels[name]["mark"] if name in cache.namespace_labels else None,
+    ),
+    KindCase(
+        "persistentvolumeclaims",
+        "on_claim",
+        lambda name, version, mark: claim_object(name, volume=mark, resourceVersion=str(version)),
+        lambda cache, name: cache.claims[("ns", name)].volume_name if ("ns", name) in cache.claims else None,
+    ),
+    KindCase(
+        "persistentvolumes",
+        "on_volume",
+        lambda name, version, mark: versioned(volume_object(name, **{ZONE: mark}), version),
+        lambda cache, name: (
+            next(iter(dict(cache.volumes[name].zones)[ZONE])) if name in cache.volumes else None
+        ),
+    ),
+    KindCase(
+        "storageclasses",
+        "on_storage_class",
+        lambda name, version, mark: versioned(
+            storage_class_object(name, "WaitForFirstConsumer" if mark == "new" else "Immediate"), version
+        ),
+        lambda cache, name: (
+            ("new" if cache.storage_classes[name].wait_for_first_consumer else "old")
+            if name in cache.storage_classes
+            else None
+        ),
+    ),
+]
+BY_RESOURCE = pytest.mark.parametrize("case", KINDS, ids=[case.resource for case in KINDS])
+
+
+@BY_RESOURCE
+async def test_older_states_arriving_late_are_ignored(setup: Setup, case: KindCase) -> None:
+    case.deliver(setup.intake, "MODIFIED", case.build("a", 5, "new"))
+    case.deliver(setup.intake, "MODIFIED", case.build("a", 3, "old"))
+    assert case.shown(setup.cache, "a") == "new"
+    case.deliver(setup.intake, "DELETED", case.build("a", 4, "old"))  # of an older incarnation
+    assert case.shown(setup.cache, "a") == "new"
+    case.deliver(setup.intake, "DELETED", case.build("a", 6, "new"))
+    case.deliver(setup.intake, None, case.build("a", 5, "new"))  # a listing read before the delete
+    assert case.shown(setup.cache, "a") is None
+
+
+@BY_RESOURCE
+async def test_a_relist_removes_what_was_deleted_in_a_watch_gap(setup: Setup, case: KindCase) -> None:
+    setup.serve(case.resource, 10, case.build("kept", 4, "old"), case.build("gone", 5, "old"))
+    await setup.intake.sync()
+    case.deliver(setup.intake, "ADDED", case.build("created-later", 30, "new"))
+    # The watch expires; "gone" is deleted before Kopf lists again, which replays only what exists.
+    setup.serve(case.resource, 20, case.build("kept", 15, "new"))
+    case.deliver(setup.intake, None, case.build("kept", 15, "new"))
+    await setup.listed()
+    assert case.shown(setup.cache, "gone") is None
+    assert case.shown(setup.cache, "kept") == "new"
+    assert case.shown(setup.cache, "created-later") == "new"  # newer than the list: it stays
+    # The removal outlives a late event of the deleted object from before the list.
+    case.deliver(setup.intake, "MODIFIED", case.build("gone", 6, "old"))
+    assert case.shown(setup.cache, "gone") is None
+
+
+@pytest.mark.parametrize("seen_before", [True, False], ids=["held", "unseen"])
+async def test_a_pod_deleted_while_the_startup_list_is_read_stays_deleted(
+    setup: Setup, seen_before: bool
+) -> None:
+    setup.serve("nodes", 10, node_object("n1", version="2"))
+    old = [bound(f"p{index}", 5) for index in range(5)]
+    setup.serve("pods", 10, *old)
+    if seen_before:
+        setup.intake.on_pod(None, old[3])  # Kopf's own listing got there first
+
+    def deleted_meanwhile(path: str, start: int) -> None:
+        if path == "/api/v1/pods" and start == 0:
+            setup.intake.on_pod("DELETED", bound("p3", 11))
+
+    setup.server.during_list = deleted_meanwhile
+    await setup.intake.sync()
+    assert "uid-p3" not in setup.cache.counted
+    assert setup.cache.usage_of("n1").pods == 4
+    assert len(setup.server.paths("GET")) == 6 + 2  # one list per kind; the pods in three pages
+
+
+async def test_a_parked_pod_is_retried_when_a_relist_drops_the_pod_holding_its_room(setup: Setup) -> None:
+    setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
+    setup.serve("pods", 10, bound("holder", 5, cpu="800m"), bound("other", 6))
+    await setup.intake.sync()
+    waiting = PodInfo.from_object(pod_object("waiting", cpu="500m"))
+    park(setup.queue, waiting)
+    setup.serve("pods", 20, bound("other", 6))
+    setup.intake.on_pod(None, bound("other", 6))
+    await setup.listed()
+    assert setup.cache.usage_of("n1").requested.milli_cpu == 100
+    assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
+
+
+async def test_a_pending_pod_dropped_by_a_relist_leaves_the_queue(setup: Setup) -> None:
+    setup.serve("pods", 10, pod_object("queued", version="5"))
+    await setup.intake.sync()
+    assert "uid-queued" in setup.queue.entries
+    setup.serve("pods", 20)
+    setup.intake.on_pod(None, bound("someone-else", 19))
+    await setup.listed()
+    assert "uid-queued" not in setup.intake.pending
+    assert "uid-queued" not in setup.queue.entries
+
+
+async def test_relists_of_a_kind_are_folded_while_one_runs(setup: Setup) -> None:
+    await setup.intake.sync()
+    gate = asyncio.Event()
+    requests: list[int] = []
+
+    async def held(request: Request) -> Any:
+        requests.append(1)
+        await gate.wait()
+        return ListServer.answer(setup.server, request)
+
+    setup.server.send = held  # type: ignore[method-assign]
+    setup.intake.on_node(None, node_object("n0", version="2"))
+    await eventually_async(lambda: len(requests) == 1, what="the first relist under way")
+    for index in range(1, 5):
+        setup.intake.on_node(None, node_object(f"n{index}", version="2"))
+    gate.set()
+    await setup.listed()
+    assert len(requests) == 2  # the one running, and one more for the requests made meanwhile
+
+
+async def test_drift_is_counted_by_kind_once_no_watch_event_explains_it(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    setup.serve("nodes", 10, node_object("n1", version="2"), node_object("n2", version="3"))
+    setup.serve("pods", 10, bound("lost", 4), bound("kept", 5))
+    await setup.intake.start()
+    before = {kind: drift(kind) for kind in ("nodes", "pods")}
+    # The watch has missed n2's deletion and a new pod; the deletion of "lost" is merely in flight.
+    setup.serve("nodes", 40, node_object("n1", version="2"))
+    setup.serve("pods", 40, bound("kept", 5), bound("unseen", 33))
+    await setup.sleeping(RESYNC)
+    setup.sleeps.end(RESYNC)
+    await setup.listed()
+    assert "n2" not in setup.cache.nodes  # repaired at once
+    assert "uid-unseen" in setup.cache.counted
+    setup.intake.on_pod("DELETED", bound("lost", 30))  # the deletion the list found, now arriving
+    with caplog.at_level(logging.WARNING, logger="promsched.scheduling.intake"):
+        setup.sleeps.end(GRACE)
+        await setup.listed()
+    assert drift("nodes") - before["nodes"] == 1
+    assert drift("pods") - before["pods"] == 1  # "unseen"; the watch was only late with "lost"
+    warnings = [record.getMessage() for record in caplog.records]
+    assert any("nodes n2 was deleted" in line for line in warnings)
+    assert any("pods ns/unseen was missing" in line for line in warnings)
+    assert setup.sleeps.count(RESYNC) == 1  # the next safety net is due
+    assert setup.sleeps.count(GRACE) == 0
+
+
+async def test_no_drift_is_counted_when_the_lists_agree(setup: Setup) -> None:
+    setup.serve("nodes", 10, node_object("n1", version="2"))
+    await setup.intake.start()
+    before = drift("nodes")
+    await setup.sleeping(RESYNC)
+    setup.sleeps.end(RESYNC)
+    await setup.listed()
+    assert setup.sleeps.count(GRACE) == 0
+    assert drift("nodes") == before
+
+
+async def test_a_list_that_fails_is_retried(setup: Setup) -> None:
+    setup.server.fail["/api/v1/namespaces"] = 500
+    syncing = asyncio.create_task(setup.intake.sync())
+    await setup.sleeping(1.0)
+    assert not setup.intake.synced.is_set()
+    del setup.server.fail["/api/v1/namespaces"]
+    setup.sleeps.end(1.0)
+    await syncing
+    assert setup.intake.synced.is_set()
+
+
+async def test_an_assumed_pod_seen_finished_gives_parked_pods_its_room(setup: Setup) -> None:
+    setup.intake.on_node("ADDED", node_object("n1", cpu="1", version="2"))
+    job = PodInfo.from_object(pod_object("job", cpu="800m"))
+    setup.cache.assume(job, "n1")
+    park(setup.queue, PodInfo.from_object(pod_object("waiting", cpu="500m")))
+    finished = bound("job", 9, cpu="800m")
+    finished["status"]["phase"] = "Succeeded"
+    setup.intake.on_pod("MODIFIED", finished)
+    assert setup.cache.usage_of("n1").pods == 0
+    assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
