@@ -280,3 +280,12 @@ def list_field(value: object, path: str) -> list[Mapping[str, Any]]:
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         raise FieldError(f"{path}: expected a list of objects, got {value!r}")
     return value
+
+
+def integer_field(value: object, path: str) -> int:
+    """An optional integer field: absent or null reads as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(f"{path}: expected an integer, got {value!r}")
+    return value

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from promsched.scheduling.pods import NodeSelector, NodeSelectorTerm, parse_node_selector_term
+from promsched.scheduling.node_selectors import NodeSelector, NodeSelectorTerm, parse_node_selector_term
 from promsched.scheduling.resources import FieldError, list_field, object_field
 
 # Set by the PersistentVolume controller once it has bound claim and volume both ways; until then a

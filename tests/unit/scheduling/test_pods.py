@@ -7,15 +7,9 @@ from typing import Any
 
 import pytest
 
+from promsched.scheduling.node_selectors import NodeSelectorRequirement, parse_int64
 from promsched.scheduling.nodes import Taint
-from promsched.scheduling.pods import (
-    HostPort,
-    NodeSelectorRequirement,
-    PodInfo,
-    PodSpecError,
-    Toleration,
-    parse_int64,
-)
+from promsched.scheduling.pods import HostPort, PodInfo, PodSpecError, Toleration
 from promsched.scheduling.resources import Resources
 
 
