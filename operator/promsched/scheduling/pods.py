@@ -89,6 +89,16 @@ class PodClaim:
     ephemeral: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    """The pod's PodScheduled condition as the API holds it."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+
+
 def _empty_labels() -> Mapping[str, str]:
     return MappingProxyType({})
 
@@ -125,6 +135,7 @@ class PodInfo:
     claims: tuple[PodClaim, ...] = ()
     preemption_policy: str = ""  # "Never": the pod may not preempt others (kube's default preempts)
     unsupported: tuple[str, ...] = ()
+    scheduled_condition: PodCondition | None = None  # status.conditions[type=PodScheduled]
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +163,30 @@ class PodInfo:
             if labels.get(key) != value:
                 return False
         return self.required_affinity is None or self.required_affinity.matches(node.name, labels)
+
+    def scheduled_condition_patch(
+        self, status: str, reason: str, message: str, now: str
+    ) -> dict[str, str] | None:
+        """The PodScheduled condition to write, or None when the pod already has it: kube-scheduler
+        patches only a changed status, reason or message, and keeps the transition time while the
+        status stays the same."""
+        current = self.scheduled_condition
+        if current is not None and (current.status, current.reason, current.message) == (
+            status,
+            reason,
+            message,
+        ):
+            return None
+        transition = now
+        if current is not None and current.status == status and current.last_transition_time:
+            transition = current.last_transition_time
+        return {
+            "type": "PodScheduled",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
+        }
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -198,7 +233,20 @@ class PodInfo:
             claims=tuple(_claims(spec, name)),
             preemption_policy=spec.get("preemptionPolicy") or "",
             unsupported=_unsupported(spec),
+            scheduled_condition=_scheduled_condition(status),
         )
+
+
+def _scheduled_condition(status: Mapping[str, Any]) -> PodCondition | None:
+    for condition in list_field(status.get("conditions"), "status.conditions"):
+        if condition.get("type") == "PodScheduled":
+            return PodCondition(
+                status=condition.get("status") or "",
+                reason=condition.get("reason") or "",
+                message=condition.get("message") or "",
+                last_transition_time=condition.get("lastTransitionTime") or "",
+            )
+    return None
 
 
 def _timestamp(value: object, path: str) -> float | None:

@@ -348,3 +348,26 @@ def test_malformed_spec_names_the_field(spec: dict[str, Any], path: str) -> None
         PodInfo.from_object(pod_object(spec))
     assert str(raised.value).startswith(f"{path}:")
     assert isinstance(raised.value, ValueError)
+
+
+def test_the_podscheduled_condition_is_patched_only_when_it_changes_and_keeps_its_transition_time() -> None:
+    fresh = PodInfo.from_object(pod_object())
+    assert fresh.scheduled_condition is None
+    first = fresh.scheduled_condition_patch("False", "Unschedulable", "0/3 nodes", now="T1")
+    assert first == {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes",
+        "lastTransitionTime": "T1",
+    }
+    stored = pod_object()
+    stored["status"] = {"conditions": [{"type": "Ready", "status": "False"}, first]}
+    pod = PodInfo.from_object(stored)
+    assert pod.scheduled_condition_patch("False", "Unschedulable", "0/3 nodes", now="T2") is None
+    changed = pod.scheduled_condition_patch("False", "Unschedulable", "0/4 nodes", now="T2")
+    assert changed is not None
+    assert changed["lastTransitionTime"] == "T1"  # the status did not change
+    flipped = pod.scheduled_condition_patch("True", "", "", now="T3")
+    assert flipped is not None
+    assert flipped["lastTransitionTime"] == "T3"
