@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from promsched.cli import build_parser
 from promsched.sandbox.components import bin_dir
 
 CHART = Path(__file__).parents[3] / "charts" / "promsched"
@@ -114,6 +115,13 @@ def test_the_operator_listens_on_every_address_at_the_charts_port(tmp_path: Path
     assert container(objects)["ports"] == [{"name": "http-metrics", "containerPort": 9100, "protocol": "TCP"}]
     assert service["spec"]["ports"][0]["port"] == 9100
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+
+
+def test_the_resync_interval_reaches_the_operator(tmp_path: Path) -> None:
+    assert "--resync-interval=300" in container(render(tmp_path))["args"]
+    args = container(render(tmp_path, {"resyncInterval": 0}))["args"]
+    assert "--resync-interval=0" in args
+    assert build_parser().parse_args(["run", *args]).resync_interval == 0.0
 
 
 # --- pod security and probes -------------------------------------------------------------------------

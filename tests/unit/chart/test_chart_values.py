@@ -68,6 +68,7 @@ WRONG_TYPES = [
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"image": {"digest": "latest"}}, "/image/digest"),
     ({"logLevel": "TRACE"}, "/logLevel"),
+    ({"resyncInterval": -1}, "/resyncInterval"),
     ({"namespaces": "default"}, "/namespaces"),
     ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
     ({"prometheus": {"allowedHosts": "a,b"}}, "/prometheus/allowedHosts"),
