@@ -12,12 +12,15 @@ import os
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.supervising import Supervisor, free_port
@@ -66,6 +69,24 @@ def conditions(cluster: Cluster, policy: str) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in cluster.status(policy).get("conditions", [])}
 
 
+def probe(operator: Operator, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"{operator.url}/{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def snapshot_age(operator: Operator, policy: str) -> float:
+    """promsched_policy_snapshot_age_seconds of `policy` on the operator's /metrics (-1: none yet)."""
+    _status, text = probe(operator, "metrics")
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "promsched_policy_snapshot_age_seconds" and sample.labels["policy"] == policy:
+                return float(sample.value)
+    return -1.0
+
+
 def assert_invariants(cluster: Cluster, operator: Operator) -> None:
     assert violations(cluster.sandbox, {cluster.scheduler_name}, operator.url) == []
 
@@ -87,6 +108,12 @@ def test_prometheus_stopped_during_a_burst(sandbox: Sandbox, operator: Operator,
         assert "cpu" in reachable["message"]
         ready = conditions(cluster, policy)["Ready"]
         assert ready["reason"] == "PrometheusUnavailable"
+        assert "cannot reach Prometheus" in ready["message"]
+        # The outage is the policy's, not the operator's: its snapshot goes stale, /readyz stays 200.
+        eventually(
+            lambda: snapshot_age(operator, policy), lambda age: age > 5, what="a snapshot past staleAfter"
+        )
+        assert probe(operator, "readyz") == (200, "ok\n")
     finally:
         supervisor.restart("prometheus")
     eventually(

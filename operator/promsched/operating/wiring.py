@@ -137,11 +137,14 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
             on_change,
         )
         runtime.elector_task = asyncio.create_task(elector.run(), name="promsched-leader-election")
+
+    def loop_alive() -> bool:
+        return runtime.loop_task is not None and not runtime.loop_task.done()
+
     app = serving.application(
-        lambda: serving.liveness_problems(
-            lambda: runtime.loop_task is not None and not runtime.loop_task.done()
-        ),
-        lambda: serving.readiness_problems(runtime.scheduler),
+        lambda: serving.liveness_problems(loop_alive),
+        lambda: serving.readiness_problems(runtime.scheduler, loop_alive),
+        lambda: serving.record_state(runtime.scheduler),
     )
     runtime.site = web.AppRunner(app, access_log=None)
     await runtime.site.setup()

@@ -49,7 +49,8 @@ from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, herd_me
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
+from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
 from promsched.scheduling.recording import PolicyStatus, condition
 
@@ -84,6 +85,7 @@ class PolicyRuntime:
     status: PolicyStatus
     policy: SchedulingPolicy | None = None  # None while the object is invalid
     refresher: Refresher | None = None
+    refreshing_since: float = 0.0  # when `refresher` was started (unix time)
     invalid: str = ""  # why the policy cannot run (spec, endpoint, allowlist)
     conflict_with: str = ""  # the older policy holding the same scheduler name
     preflight_task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -167,6 +169,7 @@ class Scheduler:
         self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
+        self.kube_scheduler = KubeSchedulerCheck(sender)
         self.intake = Intake(
             sender,
             self.cache,
@@ -276,12 +279,38 @@ class Scheduler:
         else:
             await self._apply(runtime, policy)
         runtime.status.observed_generation = int(metadata.get("generation", 0))
+        if self._claims_default_scheduler(runtime):
+            await self.kube_scheduler.check()  # known before the policy may bind a pod
         self._assign_owners()
         self.update_conditions(runtime)
-        for pod in list(self.pending.values()):
-            if pod.scheduler_name == runtime.scheduler_name:
-                self._enqueue(pod)
+        self._enqueue_pods_of(runtime.scheduler_name)
         self.queue.move_all_to_active("policy changed")
+
+    def _enqueue_pods_of(self, scheduler_name: str) -> None:
+        for pod in list(self.pending.values()):
+            if pod.scheduler_name == scheduler_name:
+                self._enqueue(pod)
+
+    def _claims_default_scheduler(self, runtime: PolicyRuntime) -> bool:
+        spec = runtime.spec
+        return (
+            spec is not None and spec.mode is Mode.ENFORCE and spec.scheduler_name == DEFAULT_SCHEDULER_NAME
+        )
+
+    def _held(self, runtime: PolicyRuntime) -> str:
+        """Why the policy must not schedule while kube-scheduler runs (see kube_scheduler_checking);
+        "" when it may."""
+        if not self._claims_default_scheduler(runtime) or self.kube_scheduler.running is False:
+            return ""
+        return self.kube_scheduler.reason
+
+    def _kube_scheduler_changed(self) -> None:
+        self._assign_owners()
+        for runtime in self.policies.values():
+            if self._claims_default_scheduler(runtime):
+                self.update_conditions(runtime)
+        self._enqueue_pods_of(DEFAULT_SCHEDULER_NAME)
+        self.queue.move_all_to_active("kube-scheduler started or stopped")
 
     async def _apply(self, runtime: PolicyRuntime, policy: SchedulingPolicy) -> None:
         spec = policy.spec
@@ -303,6 +332,7 @@ class Scheduler:
             runtime.refresher = Refresher(
                 plan, endpoint, self.cache.directory, observer=_PolicyObserver(self, runtime)
             )
+            runtime.refreshing_since = time.time()
         else:
             await runtime.refresher.update(plan, endpoint)
         if runtime.preflight_task is not None:
@@ -336,7 +366,8 @@ class Scheduler:
             await runtime.refresher.stop()
 
     def _assign_owners(self) -> None:
-        """Each scheduler name is served by its oldest valid policy; younger claimants are in Conflict."""
+        """Each scheduler name is served by its oldest valid policy; younger claimants are in Conflict.
+        A held policy (see `_held`) serves nothing."""
         owners: dict[str, PolicyRuntime] = {}
         for runtime in sorted(self.policies.values(), key=lambda r: (r.created, r.name)):
             if runtime.policy is None:
@@ -346,20 +377,21 @@ class Scheduler:
             if conflict != runtime.conflict_with:
                 runtime.conflict_with = conflict
                 self.update_conditions(runtime)
-            if holder is None:
+            if holder is None and not self._held(runtime):
                 owners[runtime.scheduler_name] = runtime
         self.owners = owners
 
     def update_conditions(self, runtime: PolicyRuntime) -> None:
         generation = runtime.generation or None
         holder = runtime.conflict_with
+        held = self._held(runtime)
         conflict = condition(
             ConditionType.CONFLICT,
-            bool(holder),
-            "SchedulerNameTaken" if holder else "NoConflict",
+            bool(holder or held),
+            "SchedulerNameTaken" if holder else "KubeSchedulerRunning" if held else "NoConflict",
             f"schedulerName {runtime.scheduler_name!r} is served by the older policy {holder!r}"
             if holder
-            else "",
+            else held[:2000],
             generation,
         )
         conditions = [conflict]
@@ -398,7 +430,7 @@ class Scheduler:
         )
         if runtime.invalid:
             ready = condition(ConditionType.READY, False, "InvalidPolicy", runtime.invalid[:2000], generation)
-        elif runtime.conflict_with:
+        elif runtime.conflict_with or held:
             ready = condition(ConditionType.READY, False, "Conflict", conflict.message, generation)
         elif not reachable_ok:
             ready = condition(
@@ -417,6 +449,13 @@ class Scheduler:
     async def run(self) -> None:
         """Schedule until cancelled; status writes are flushed alongside."""
         flusher = asyncio.create_task(self._flush_statuses(), name="promsched-status-writer")
+        checker = asyncio.create_task(
+            self.kube_scheduler.run(
+                lambda: any(map(self._claims_default_scheduler, self.policies.values())),
+                self._kube_scheduler_changed,
+            ),
+            name="promsched-kube-scheduler-check",
+        )
         try:
             await self.intake.start()
             while True:
@@ -434,6 +473,7 @@ class Scheduler:
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
+            checker.cancel()
             await self.close()
 
     def _cycle_failed(self, entry: QueuedPod) -> None:
