@@ -157,6 +157,7 @@ def _everything(secrets_namespace: str, scheduling_namespace: str, prometheus_ur
 def test_the_chart_lints_strictly_with_defaults_and_with_every_option(helm: Helm, sandbox: Sandbox) -> None:
     everything = _everything("monitoring", "apps", sandbox.prometheus_url)
     everything["serviceMonitor"] = {"enabled": True, "labels": {"release": "prometheus"}}
+    everything["prometheusRule"] = {"enabled": True, "labels": {"release": "prometheus"}}
     for values in ({}, everything):
         result = helm.run("lint", "--strict", str(CHART), "-f", helm.values(values))
 
@@ -221,6 +222,61 @@ def test_the_rendered_chart_passes_a_server_side_dry_run_as_pod_security_restric
             "ConfigMap",
         }
         assert {"SchedulingPolicy", "CustomResourceDefinition", "Pod"} <= rendered
+
+
+def test_the_alerts_pass_promtool_check_rules(helm: Helm, tmp_path: Path) -> None:
+    # promtool comes with the sandbox's Prometheus: here it must be there, never skipped.
+    documents = _documents(helm.template("alerts", "monitoring", {"prometheusRule": {"enabled": True}}))
+    [rule] = [doc for doc in documents if doc["kind"] == "PrometheusRule"]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 5 rules found" in result.stdout
+
+
+def test_applying_an_enforce_policy_for_default_scheduler_warns(
+    crd: None, helm: Helm, sandbox: Sandbox
+) -> None:
+    documents = _documents(helm.template("warns", "default", {}))
+    admission = [doc for doc in documents if doc["kind"].startswith("ValidatingAdmissionPolicy")]
+    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": admission})
+    sandbox.kubectl("apply", "-f", "-", input=manifest)
+    enforce, shadow = f"warns-enforce-{_suffix()}", f"warns-shadow-{_suffix()}"
+
+    def apply(name: str, mode: str, *options: str) -> str:
+        policy = {
+            "apiVersion": "promsched.io/v1alpha1",
+            "kind": "SchedulingPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": "default-scheduler",
+                "mode": mode,
+                "prometheus": {"url": sandbox.prometheus_url},
+                "plugins": [{"name": "cpu"}],
+            },
+        }
+        return sandbox.kubectl("apply", *options, "-f", "-", input=json.dumps(policy)).stderr
+
+    try:
+        # The API server takes a new admission policy up within a moment.
+        eventually(
+            lambda: apply(enforce, "Enforce", "--dry-run=server"),
+            lambda text: "Warning" in text,
+            timeout=30,
+            what="the admission policy in effect",
+        )
+        warning = apply(enforce, "Enforce")
+        assert "claims schedulerName default-scheduler in Enforce mode" in warning
+        assert "Use mode: Shadow" in warning
+        assert "Warning" not in apply(shadow, "Shadow")
+    finally:
+        sandbox.kubectl("delete", "schedulingpolicy", enforce, shadow, "--ignore-not-found")
+        sandbox.kubectl("delete", "-f", "-", "--ignore-not-found", input=manifest)
 
 
 # --- install, upgrade, uninstall --------------------------------------------------------------------
@@ -625,6 +681,8 @@ ALLOWED = [
     ("create", "leases.coordination.k8s.io", "release"),
     ("get", "leases.coordination.k8s.io LEASE", "release"),
     ("update", "leases.coordination.k8s.io LEASE", "release"),
+    # Whether kube-scheduler runs, before a policy for default-scheduler in Enforce mode may bind.
+    ("get", "leases.coordination.k8s.io kube-scheduler", "other"),
 ]
 DENIED = [
     ("create", "pods", "work"),
@@ -655,7 +713,9 @@ DENIED = [
     ("delete", "events", "work"),
     ("list", "events", "work"),
     ("create", "leases.coordination.k8s.io", "other"),
-    ("get", "leases.coordination.k8s.io kube-scheduler", "other"),
+    ("update", "leases.coordination.k8s.io kube-scheduler", "other"),
+    ("get", "leases.coordination.k8s.io kube-controller-manager", "other"),
+    ("list", "leases.coordination.k8s.io", "other"),
     ("update", "leases.coordination.k8s.io another-lease", "release"),
     ("delete", "leases.coordination.k8s.io LEASE", "release"),
     ("list", "leases.coordination.k8s.io", "release"),

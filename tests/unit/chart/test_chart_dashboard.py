@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from prometheus_client.metrics import MetricWrapperBase
-
-from promsched.scheduling import telemetry
+from support.metric_names import exported_series, promsched_series_in
 
 DASHBOARD = Path(__file__).parents[3] / "charts" / "promsched" / "dashboards" / "promsched.json"
-
-
-def exported_series() -> set[str]:
-    names = set()
-    for metric in vars(telemetry).values():
-        if isinstance(metric, MetricWrapperBase):
-            for family in metric.describe():
-                for suffix in ("", "_total", "_bucket", "_count", "_sum", "_created"):
-                    names.add(family.name + suffix)
-    return names
 
 
 def test_every_series_the_dashboard_queries_is_exported() -> None:
@@ -29,6 +16,6 @@ def test_every_series_the_dashboard_queries_is_exported() -> None:
         for panel in json.loads(DASHBOARD.read_text())["panels"]
         for target in panel.get("targets", [])
     ]
-    used = {name for query in queries for name in re.findall(r"\bpromsched_[a-z_]+", query)}
+    used = promsched_series_in(queries)
     assert used, "the dashboard queries no promsched metric"
     assert used - exported_series() == set()

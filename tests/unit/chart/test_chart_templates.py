@@ -4,40 +4,17 @@ The API server's view of the same manifests is tests/integration/test_chart.py."
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from rendering import CHART, FULLNAME, NAMESPACE, Manifest, needs_helm, render
 
 from promsched.cli import build_parser
-from promsched.sandbox.components import bin_dir
 
-CHART = Path(__file__).parents[3] / "charts" / "promsched"
-HELM = bin_dir() / "helm"
 APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-RELEASE, NAMESPACE, FULLNAME = "sched", "promsched-system", "sched-promsched"
 
-pytestmark = pytest.mark.skipif(not HELM.exists(), reason="helm is built by `promsched sandbox install`")
-
-Manifest = dict[tuple[str, str], dict[str, Any]]  # (kind, namespace/name) -> object
-
-
-def render(tmp_path: Path, values: dict[str, Any] | None = None) -> Manifest:
-    file = tmp_path / "values.yaml"
-    file.write_text(yaml.safe_dump(values or {}))
-    command = [str(HELM), "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(file)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    objects: Manifest = {}
-    for document in yaml.safe_load_all(result.stdout):
-        if document:
-            metadata = document["metadata"]
-            key = (document["kind"], f"{metadata.get('namespace', '')}/{metadata['name']}")
-            assert key not in objects, f"{key} rendered twice"
-            objects[key] = document
-    return objects
+pytestmark = needs_helm
 
 
 def deployment(objects: Manifest) -> dict[str, Any]:
@@ -265,6 +242,12 @@ WRITES = {
     ("", "pods/status", "patch", ()),
     ("", "events", "create", ()),
 }
+# Whether kube-scheduler runs, for policies in Enforce mode that claim default-scheduler.
+KUBE_SCHEDULER_LEASE = {("coordination.k8s.io", "leases", "get", ("kube-scheduler",))}
+
+
+def kube_scheduler_lease_role(objects: Manifest) -> dict[str, Any]:
+    return objects[("Role", f"kube-system/{FULLNAME}-kube-scheduler-lease")]
 
 
 def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_status(
@@ -281,7 +264,13 @@ def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_
         "name": FULLNAME,
     }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
-    assert not [key for key in objects if key[0] in ("Role", "RoleBinding")]
+    roles = {key for key in objects if key[0] in ("Role", "RoleBinding")}
+    lease_reader = f"kube-system/{FULLNAME}-kube-scheduler-lease"
+    assert roles == {("Role", lease_reader), ("RoleBinding", lease_reader)}
+    assert grants(kube_scheduler_lease_role(objects)["rules"]) == KUBE_SCHEDULER_LEASE
+    lease_binding = objects[("RoleBinding", lease_reader)]
+    assert lease_binding["roleRef"]["name"] == f"{FULLNAME}-kube-scheduler-lease"
+    assert lease_binding["subjects"] == binding["subjects"]
 
 
 def test_namespaces_move_the_writes_into_roles_of_those_namespaces(tmp_path: Path) -> None:
@@ -343,6 +332,8 @@ def test_rbac_and_service_account_can_be_left_to_the_cluster_admin(tmp_path: Pat
     assert not {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} & set(
         kinds(objects)
     )
+    # The admission warning needs no RBAC of the operator's: it stays.
+    assert "ValidatingAdmissionPolicy" in kinds(objects)
     assert deployment(objects)["spec"]["template"]["spec"]["serviceAccountName"] == "given"
 
 
@@ -363,8 +354,12 @@ def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:
         "ClusterRoleBinding",
         "Deployment",
         "Pod",  # the helm test hook
+        "Role",  # reads kube-scheduler's Lease
+        "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",  # warns on a policy that would race kube-scheduler
+        "ValidatingAdmissionPolicyBinding",
     ]
 
 
@@ -381,6 +376,40 @@ def test_the_service_monitor_scrapes_the_metrics_port_of_this_releases_service(t
     assert monitor["spec"]["endpoints"] == [
         {"port": "http-metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
     ]
+
+
+def test_the_service_monitor_takes_relabelings(tmp_path: Path) -> None:
+    relabelings = [{"targetLabel": "cluster", "replacement": "prod-eu"}]
+    metric_relabelings = [{"sourceLabels": ["__name__"], "regex": ".*_bucket", "action": "drop"}]
+    values = {
+        "serviceMonitor": {
+            "enabled": True,
+            "relabelings": relabelings,
+            "metricRelabelings": metric_relabelings,
+        }
+    }
+    [endpoint] = render(tmp_path, values)[("ServiceMonitor", f"{NAMESPACE}/{FULLNAME}")]["spec"]["endpoints"]
+
+    assert endpoint["relabelings"] == relabelings
+    assert endpoint["metricRelabelings"] == metric_relabelings
+
+
+def test_the_admission_warning_is_for_enforce_policies_on_default_scheduler(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+    name = f"{FULLNAME}-default-scheduler"
+    policy = objects[("ValidatingAdmissionPolicy", f"/{name}")]["spec"]
+    binding = objects[("ValidatingAdmissionPolicyBinding", f"/{name}")]["spec"]
+
+    assert binding == {"policyName": name, "validationActions": ["Warn"]}
+    assert policy["matchConstraints"]["resourceRules"][0]["resources"] == ["schedulingpolicies"]
+    [validation] = policy["validations"]
+    assert "default-scheduler" in validation["expression"]
+    assert "Use mode: Shadow" in validation["message"]
+    assert "ValidatingAdmissionPolicy" not in kinds(
+        render(tmp_path, {"admissionWarning": {"enabled": False}})
+    )
+    # Kubernetes 1.29 serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy.
+    assert "ValidatingAdmissionPolicy" not in kinds(render(tmp_path, {}, "--kube-version", "1.29.3"))
 
 
 def test_the_network_policy_opens_only_the_metrics_port_and_admits_the_test_pod(tmp_path: Path) -> None:
