@@ -46,6 +46,8 @@ UNKNOWN_KEYS = [
     ({"probes": {"liveness": {"periodSecond": 3}}}, "periodSecond"),
     ({"networkPolicy": {"enable": True}}, "enable"),
     ({"serviceMonitor": {"intervals": "1m"}}, "intervals"),
+    ({"prometheusRule": {"runbookURL": "https://example.com"}}, "runbookURL"),
+    ({"admissionWarning": {"enable": False}}, "enable"),
     ({"defaultPolicy": {"enabled": True, "spc": {}}}, "spc"),
     ({"resources": {"request": {"cpu": "1"}}}, "request"),
 ]
@@ -77,6 +79,9 @@ WRONG_TYPES = [
     ({"prometheus": {"secretRefs": [{"namespace": "monitoring"}]}}, "/prometheus/secretRefs/0"),
     ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled"),
     ({"serviceMonitor": {"interval": "30"}}, "/serviceMonitor/interval"),
+    ({"serviceMonitor": {"relabelings": {"targetLabel": "cluster"}}}, "/serviceMonitor/relabelings"),
+    ({"prometheusRule": {"enabled": "yes"}}, "/prometheusRule/enabled"),
+    ({"prometheusRule": {"runbookUrl": ""}}, "/prometheusRule/runbookUrl"),
     ({"podAnnotations": {"checksum": 1}}, "/podAnnotations/checksum"),
     ({"tolerations": {"key": "x"}}, "/tolerations"),
     ({"podDisruptionBudget": {"minAvailable": "half"}}, "/podDisruptionBudget/minAvailable"),
