@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
 from aiohttp.client import DEFAULT_TIMEOUT
 
-from promsched.kube.credentials import Credentials
+from promsched.kube.credentials import Credentials, CredentialsError
 from promsched.kube.requests import Request, list_objects
 
 
@@ -34,6 +35,11 @@ class ApiError(Exception):
         if isinstance(body, dict) and body.get("kind") == "Status":
             return cls(request, status, str(body.get("reason", "")), str(body.get("message", "")))
         return cls(request, status, "", text[:500])
+
+
+class RenewalError(CredentialsError, aiohttp.ClientConnectionError):
+    """A request's credentials could not be renewed (an exec plugin failed, a token file vanished): a
+    connection error to whoever retries those (the scheduler, Kopf), with the reason as its message."""
 
 
 def open_session(
@@ -70,20 +76,27 @@ def _authenticating(credentials: Credentials) -> aiohttp.ClientMiddlewareType:
             request.server_hostname = credentials.tls_server_name
         if tokens is None:
             return await handler(request)
-        # Renewing may run an exec plugin: not on the event loop.
         token = tokens.cached()
         if token is None:
-            token = await asyncio.to_thread(tokens.fetch)
+            token = await _renewed(tokens.fetch)
         request.headers[aiohttp.hdrs.AUTHORIZATION] = f"Bearer {token}"
         response = await handler(request)
         if response.status != 401 or not tokens.refreshable:
             return response
         response.release()
-        token = await asyncio.to_thread(tokens.refresh, token)
+        token = await _renewed(functools.partial(tokens.refresh, token))
         request.headers[aiohttp.hdrs.AUTHORIZATION] = f"Bearer {token}"
         return await handler(request)
 
     return authenticate
+
+
+async def _renewed(renew: Callable[[], str]) -> str:
+    # Renewing may run an exec plugin: not on the event loop.
+    try:
+        return await asyncio.to_thread(renew)
+    except CredentialsError as error:
+        raise RenewalError(str(error)) from None
 
 
 class KubeClient:

@@ -15,7 +15,7 @@ from pytest_aiohttp import AiohttpServer
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials, FixedToken
 from promsched.kube.requests import Request, bind_pod
-from promsched.kube.sending import ApiError, KubeClient, list_all
+from promsched.kube.sending import ApiError, KubeClient, RenewalError, list_all
 from promsched.sandbox import certifying
 from support.kubeconfigs import exec_plugin, exec_user, kubeconfig, runs_of, write_kubeconfig
 
@@ -140,6 +140,24 @@ async def test_a_credential_rejected_even_once_renewed_is_an_error_saying_whose(
         with pytest.raises(ApiError, match=r"rejected the token of user me \(a test\)$"):
             await client.send(LIST_NAMESPACES)
     assert api.tokens() == ["Bearer abc"], "a fixed token is not sent twice"
+
+
+async def test_a_renewal_that_fails_is_a_connection_error_saying_why(
+    tmp_path: Path, aiohttp_server: AiohttpServer
+) -> None:
+    api = FakeApiServer(set())
+    server = await aiohttp_server(api.application())
+    config, plugin, _runs = exec_kubeconfig(tmp_path, str(server.make_url("")))
+    credentials = from_kubeconfig(config)
+    # Then the plugin fails, as a cloud CLI does once its login session has expired.
+    plugin.write_text("#!/bin/sh\necho 'SSO session expired' >&2\nexit 1\n")
+    async with KubeClient(credentials) as client:
+        with pytest.raises(RenewalError) as raised:
+            await client.send(LIST_NAMESPACES)
+    # The scheduler and Kopf retry connection errors; the CLI prints the reason.
+    assert isinstance(raised.value, aiohttp.ClientConnectionError)
+    assert str(raised.value) == f"exec plugin {plugin} failed: process returned 1. SSO session expired"
+    assert api.tokens() == ["Bearer token-1"]
 
 
 async def test_requests_go_through_the_proxy_url(tmp_path: Path, aiohttp_server: AiohttpServer) -> None:
