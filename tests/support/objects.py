@@ -29,21 +29,25 @@ def node_object(
     ready: str | None = "True",
     cpu: str = "4",
     allocatable: Mapping[str, str] | None = None,
+    address: str | None = None,
     version: str = "1",
 ) -> dict[str, Any]:
     """A node labelled with its hostname and zone (`zone=None`: none); `allocatable` replaces the whole
-    list, `ready=None` leaves out the Ready condition."""
+    list, `ready=None` leaves out the Ready condition, `address` is its InternalIP."""
     all_labels = {HOSTNAME: name, **({ZONE: zone} if zone else {}), **(labels or {})}
     spec: dict[str, Any] = {"taints": taints or []}
     if unschedulable:
         spec["unschedulable"] = True
+    status: dict[str, Any] = {
+        "allocatable": dict(allocatable or {"cpu": cpu, "memory": "16Gi", "pods": "110"}),
+        "conditions": [] if ready is None else [{"type": "Ready", "status": ready}],
+    }
+    if address is not None:
+        status["addresses"] = [{"type": "InternalIP", "address": address}]
     return {
         "metadata": {"name": name, "resourceVersion": version, "labels": all_labels},
         "spec": spec,
-        "status": {
-            "allocatable": dict(allocatable or {"cpu": cpu, "memory": "16Gi", "pods": "110"}),
-            "conditions": [] if ready is None else [{"type": "Ready", "status": ready}],
-        },
+        "status": status,
     }
 
 
@@ -62,8 +66,10 @@ def pod_object(
     /,
     *,
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
     node_name: str = "",
     cpu: str = "100m",
+    created: str = "",
     deleting: bool = False,
     version: str = "1",
     **spec: Any,
@@ -79,7 +85,10 @@ def pod_object(
         "uid": pod_uid(name, namespace),
         "resourceVersion": version,
         "labels": dict(labels or {}),
+        "annotations": dict(annotations or {}),
     }
+    if created:
+        metadata["creationTimestamp"] = created
     if deleting:
         metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {

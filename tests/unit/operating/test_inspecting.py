@@ -29,8 +29,6 @@ from promsched.api.policies import (
     PreflightQuery,
     SchedulingPolicy,
 )
-from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError
 from promsched.metrics.scoring import NodeResult, PluginResult
 from promsched.operating import inspecting
 from promsched.operating.inspecting import (
@@ -48,6 +46,8 @@ from promsched.operating.inspecting import (
 )
 from promsched.scheduling.deciding import Outcome
 from promsched.scheduling.pods import PodInfo
+from support import objects, policies
+from support.fake_apis import FakeSender
 from support.kubeconfigs import kubeconfig, write_kubeconfig
 
 POD_CREATED = "2030-01-01T10:00:00Z"
@@ -61,17 +61,9 @@ def policy_object(
     status: Mapping[str, Any] | None = None,
     created: str = "2029-12-01T00:00:00Z",
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "promsched.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": name, "generation": generation, "creationTimestamp": created},
-        "spec": {
-            "schedulerName": scheduler_name,
-            "prometheus": {"url": "http://prometheus.invalid:9090"},
-            "plugins": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}],
-        },
-        "status": dict(status or {}),
-    }
+    plugins = ({"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1})
+    spec = policies.spec_document(*plugins, schedulerName=scheduler_name)
+    return policies.policy_object(name, spec, generation=generation, created=created, status=status)
 
 
 def decision_object(pod: str = "shop/web-0", node: str | None = "node-1", **fields: Any) -> dict[str, Any]:
@@ -113,16 +105,14 @@ def pod_object(
     node: str = "node-1",
     annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "creationTimestamp": POD_CREATED,
-            "annotations": dict(annotations or {}),
-        },
-        "spec": {"schedulerName": scheduler_name, "nodeName": node, "containers": [{"name": "c"}]},
-    }
+    return objects.pod_object(
+        name,
+        "shop",
+        node_name=node,
+        annotations=annotations,
+        created=POD_CREATED,
+        schedulerName=scheduler_name,
+    )
 
 
 # What the scheduler lists besides nodes and pods (for placement rules); empty here.
@@ -134,28 +124,14 @@ PLACEMENT_LISTS = (
 )
 
 
-class FakeApi:
-    """Answers GETs from `objects` (path -> body; a list endpoint gets {"items": [...]}); anything else
-    is a 404, as the API server answers for a missing object or an uninstalled CRD."""
-
-    def __init__(self, objects: Mapping[str, Any]) -> None:
-        self.objects = dict(objects)
-        self.sent: list[Request] = []
-
-    async def send(self, request: Request) -> Any:
-        self.sent.append(request)
-        if request.path not in self.objects:
-            raise ApiError(request, 404, "NotFound", f"{request.path} not found")
-        return self.objects[request.path]
-
-
-def api_with(pod: Mapping[str, Any], *policies: Mapping[str, Any]) -> FakeApi:
+def api_with(pod: Mapping[str, Any], *policies: Mapping[str, Any]) -> FakeSender:
     name = pod["metadata"]["name"]
-    return FakeApi(
+    return FakeSender(
         {
             f"/api/v1/namespaces/shop/pods/{name}": pod,
             inspecting.POLICIES_PATH: {"items": list(policies)},
-        }
+        },
+        strict=True,
     )
 
 
@@ -482,7 +458,7 @@ async def test_explain_names_the_fix_for_a_pod_no_policy_claims() -> None:
 )
 async def test_explain_says_what_is_missing(objects: dict[str, Any], message: str) -> None:
     with pytest.raises(InspectError, match=message):
-        await explain(FakeApi(objects), "shop", "web-0")
+        await explain(FakeSender(objects, strict=True), "shop", "web-0")
 
 
 @pytest.mark.parametrize(
@@ -580,18 +556,6 @@ def test_a_pod_file_promsched_cannot_schedule_is_refused(
         inspecting.load_pod(write(tmp_path, "pod.yaml", document))
 
 
-def node_object(name: str, address: str, cpu: str = "4") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "addresses": [{"type": "InternalIP", "address": address}],
-        },
-    }
-
-
 async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_snapshot(
     aiohttp_server: AiohttpServer,
 ) -> None:
@@ -618,18 +582,19 @@ async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_sna
     )
     full = pod_object(name="full", node="node-idle")
     full["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]
-    api = FakeApi(
+    api = FakeSender(
         {
             "/api/v1/nodes": {
                 "items": [
-                    node_object("node-busy", "10.0.0.1"),
-                    node_object("node-idle", "10.0.0.2"),
-                    node_object("node-mid", "10.0.0.3"),
+                    objects.node_object("node-busy", address="10.0.0.1"),
+                    objects.node_object("node-idle", address="10.0.0.2"),
+                    objects.node_object("node-mid", address="10.0.0.3"),
                 ]
             },
             "/api/v1/pods": {"items": [full]},
             **{path: {"items": []} for path in PLACEMENT_LISTS},
-        }
+        },
+        strict=True,
     )
     policy = SchedulingPolicy.from_object(document)
     container = {"name": "c", "resources": {"requests": {"cpu": "1"}}}
