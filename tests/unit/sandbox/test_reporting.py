@@ -9,6 +9,7 @@ from pathlib import Path
 
 from promsched.sandbox.installing import run_with_progress
 from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
+from support.clocks import Clock
 
 GO_OUTPUT = """\
 go: downloading k8s.io/api v0.37.2
@@ -21,16 +22,8 @@ cmd/broken/main.go:3:1: syntax error: non-declaration statement outside function
 """
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_downloads_and_packages_are_counted_and_the_latest_is_named() -> None:
-    clock = FakeClock()
+    clock = Clock(100.0)
     progress = BuildProgress("Kubernetes v1.37.2", clock=clock)
     for line in GO_OUTPUT.splitlines(keepends=True)[:5]:
         progress.feed(line)

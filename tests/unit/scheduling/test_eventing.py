@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from promsched.kube.requests import Request
 from promsched.scheduling.eventing import EventRecorder, PodRef
+from support.clocks import Clock
 
 POD = PodRef("team", "web-1", "uid-1")
 MESSAGE = "0/6 nodes are available: 6 Insufficient cpu."
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_700_000_000.0
 
 
 def recorder(clock: Clock) -> EventRecorder:
@@ -31,7 +25,7 @@ def name_of(request: Request | None) -> str:
 
 
 def test_the_first_failure_creates_an_events_k8s_io_event_as_kube_scheduler_does() -> None:
-    events = recorder(Clock())
+    events = recorder(Clock(NOW))
     request = events.record(POD, "Warning", "FailedScheduling", "Scheduling", MESSAGE, "gpu-scheduler")
     assert request is not None
     assert (request.method, request.path) == ("POST", "/apis/events.k8s.io/v1/namespaces/team/events")
@@ -58,7 +52,7 @@ def test_the_first_failure_creates_an_events_k8s_io_event_as_kube_scheduler_does
 
 
 def test_repeats_fold_into_one_series_written_at_the_second_and_at_each_refresh() -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     events = recorder(clock)
     created = failed(events)
     clock.now += 60
@@ -76,7 +70,7 @@ def test_repeats_fold_into_one_series_written_at_the_second_and_at_each_refresh(
 
 
 def test_a_series_idle_past_six_minutes_is_finished_and_the_next_failure_creates_a_new_event() -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     events = recorder(clock)
     first = failed(events)
     clock.now += 6 * 60 + 1
@@ -87,7 +81,7 @@ def test_a_series_idle_past_six_minutes_is_finished_and_the_next_failure_creates
 
 
 def test_each_reason_has_its_own_event_and_a_pod_opens_only_a_few_new_ones_a_minute() -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     events = EventRecorder("promsched", instance="i", clock=clock, burst=2, per_pod_interval=60.0)
     created = [events.record(POD, "Warning", f"Reason{index}", "Scheduling", "why") for index in range(4)]
     assert [request is not None for request in created] == [True, True, False, False]
@@ -99,7 +93,7 @@ def test_each_reason_has_its_own_event_and_a_pod_opens_only_a_few_new_ones_a_min
 
 
 def test_a_deleted_pods_series_is_forgotten() -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     events = recorder(clock)
     failed(events)
     failed(events)
@@ -112,6 +106,6 @@ def test_a_deleted_pods_series_is_forgotten() -> None:
 
 
 def test_long_notes_are_cut_to_the_apis_limit() -> None:
-    request = recorder(Clock()).record(POD, "Warning", "FailedScheduling", "Scheduling", "x" * 5000)
+    request = recorder(Clock(NOW)).record(POD, "Warning", "FailedScheduling", "Scheduling", "x" * 5000)
     assert request is not None
     assert len(request.body["note"]) == 1024
