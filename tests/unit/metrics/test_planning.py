@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from fake_prometheus import FakePrometheus
 from pytest_aiohttp import AiohttpServer
 
 from promsched.api.policies import PrometheusSpec
@@ -24,6 +23,7 @@ from promsched.metrics import (
     endpoint_from_policy,
     plan_from_policy,
 )
+from support.fake_prometheus import FakePrometheus
 
 TOKEN_REF = {"namespace": "monitoring", "name": "prom", "key": "token"}
 SECRETS = {

@@ -9,7 +9,6 @@ from typing import Any
 import kube_prometheus_stack as kps
 import pytest
 from aiohttp import web
-from fake_prometheus import FakePrometheus, RecordedRequest
 
 from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import (
@@ -20,6 +19,7 @@ from promsched.metrics import (
     plan_from_policy,
     preflight,
 )
+from support.fake_prometheus import FakePrometheus, RecordedRequest
 
 
 async def test_preflight_reports_failures_and_missing_nodes(

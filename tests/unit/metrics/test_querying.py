@@ -13,7 +13,6 @@ import ssl
 
 import pytest
 from aiohttp import web
-from fake_prometheus import FakePrometheus, RecordedRequest
 
 from promsched.metrics import (
     BasicAuth,
@@ -30,6 +29,7 @@ from promsched.metrics import (
     PrometheusUnreachable,
     SecretValue,
 )
+from support.fake_prometheus import FakePrometheus, RecordedRequest
 
 QUERY = 'up{job="node"}'
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from fake_prometheus import FakePrometheus, Handler, RecordedRequest
 
 from promsched.api.policies import SchedulingPolicySpec
 from promsched.metrics import (
@@ -26,6 +25,7 @@ from promsched.metrics import (
     score_nodes,
     take_snapshot,
 )
+from support.fake_prometheus import FakePrometheus, Handler, RecordedRequest
 
 NODES = NodeDirectory.of(["node-0", "node-1"])
 BY_INSTANCE = {"source": "Label", "label": "instance"}

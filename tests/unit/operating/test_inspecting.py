@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from pytest_aiohttp import AiohttpServer
 
 import promsched.sandbox
 from promsched import cli
@@ -48,6 +46,7 @@ from promsched.scheduling.deciding import Outcome
 from promsched.scheduling.pods import PodInfo
 from support import objects, policies
 from support.fake_apis import FakeSender
+from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.kubeconfigs import kubeconfig, write_kubeconfig
 
 POD_CREATED = "2030-01-01T10:00:00Z"
@@ -557,26 +556,20 @@ def test_a_pod_file_promsched_cannot_schedule_is_refused(
 
 
 async def test_rank_runs_the_schedulers_decision_on_the_live_cluster_and_one_snapshot(
-    aiohttp_server: AiohttpServer,
+    prometheus: FakePrometheus,
 ) -> None:
     # node-busy has the most load; node-idle the least but no cpu left; node-mid is where it goes.
     loads = {"10.0.0.1": 90.0, "10.0.0.2": 5.0, "10.0.0.3": 40.0}
     queries: list[str] = []
 
-    async def query(request: web.Request) -> web.Response:
-        queries.append(str((await request.post())["query"]))
-        result = [
-            {"metric": {"instance": f"{ip}:9100"}, "value": [time.time(), str(load)]}
-            for ip, load in loads.items()
-        ]
-        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
+    async def query(request: RecordedRequest) -> web.StreamResponse:
+        queries.append(request.query)
+        return prometheus.vector(*(({"instance": f"{ip}:9100"}, load) for ip, load in loads.items()))
 
-    app = web.Application()
-    app.router.add_post("/api/v1/query", query)
-    server = await aiohttp_server(app)
+    prometheus.handler = query
     document = policy_object()
     document["spec"].update(
-        prometheus={"url": str(server.make_url(""))},
+        prometheus={"url": prometheus.url},
         nodeIdentity={"source": "InternalIP", "label": "instance"},
         plugins=[{"name": "cpu", "weight": 1, "threshold": 85}],
     )

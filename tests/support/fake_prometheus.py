@@ -1,4 +1,4 @@
-"""A fake Prometheus HTTP API for the metrics tests (served by pytest-aiohttp's test server)."""
+"""A fake Prometheus HTTP API (served by pytest-aiohttp's test server; see the `prometheus` fixture)."""
 
 from __future__ import annotations
 
