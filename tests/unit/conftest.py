@@ -1,4 +1,4 @@
-"""Fixtures for the unit tests: a fake Prometheus (see support/fake_prometheus.py)."""
+"""Fixtures for the unit tests: a hand-moved clock and a fake Prometheus (see tests/support)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
+from support.clocks import Clock
 from support.fake_prometheus import FakePrometheus
 
 
@@ -18,3 +19,8 @@ async def prometheus(aiohttp_server: AiohttpServer) -> FakePrometheus:
     server = await aiohttp_server(app)
     fake.url = str(server.make_url("/"))
     return fake
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(1000.0)

@@ -78,11 +78,6 @@ def server() -> FakeApiServer:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
 def me(server: FakeApiServer, clock: Clock) -> Replica:
     return Replica(server, "me", clock)
 

@@ -12,11 +12,6 @@ from support.objects import pod_info
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
 def queue(clock: Clock) -> SchedulingQueue:
     return SchedulingQueue(clock=clock)
 
