@@ -3,7 +3,7 @@
 `explain` reads what the scheduler recorded: the full decision in its policy's status (bounded by
 `spec.decisionHistory`), else the compact `promsched.io/decision` annotation the binding put on the pod.
 `score` runs the scheduler's own `decide()` once, on a cache built from the live cluster and one fresh
-Prometheus snapshot, and binds nothing. Gathering talks to the API server through a `Sender`; rendering
+Prometheus snapshot, and binds nothing. Gathering talks to the API server through a `SupportsSend`; rendering
 is pure (data in, text out), so both are tested without a cluster.
 """
 
@@ -42,7 +42,7 @@ from promsched.api.policies import (
 from promsched.kube.configuring import discover
 from promsched.kube.credentials import CredentialsError
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, KubeClient, list_all
+from promsched.kube.sending import ApiError, KubeClient, SupportsSend, list_all
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusClient
@@ -51,7 +51,7 @@ from promsched.operating.secrets import SecretCache
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.pods import PodInfo, PodSpecError
-from promsched.scheduling.schedulers import TOP_NODES, Scheduler, Sender
+from promsched.scheduling.schedulers import TOP_NODES, Scheduler
 
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CHOSEN_MARK = "*"
@@ -237,7 +237,7 @@ def _chosen(node: str | None, mode: Mode, bound_to: str) -> str:
     return node
 
 
-async def explain(sender: Sender, namespace: str, name: str) -> Explanation:
+async def explain(sender: SupportsSend, namespace: str, name: str) -> Explanation:
     """The recorded decision for pod `namespace/name`; InspectError when there is none to show."""
     key = f"{namespace}/{name}"
     try:
@@ -309,7 +309,7 @@ def _decisions(policy: SchedulingPolicy) -> list[Decision]:
     return [*status.recent_decisions, *latest]
 
 
-async def _policies(sender: Sender) -> list[SchedulingPolicy]:
+async def _policies(sender: SupportsSend) -> list[SchedulingPolicy]:
     """The valid policies; the scheduler ignores invalid ones, so they claim no scheduler name."""
     try:
         objects = await list_all(sender, POLICIES_PATH)
@@ -402,7 +402,7 @@ def example_pod(policy: SchedulingPolicy) -> PodInfo:
     return PodInfo(namespace="default", name="example", scheduler_name=policy.spec.scheduler_name)
 
 
-async def read_cluster(sender: Sender) -> tuple[ClusterCache, list[str]]:
+async def read_cluster(sender: SupportsSend) -> tuple[ClusterCache, list[str]]:
     """The scheduler's own cache of the live cluster, filled by the same listing it starts with: nodes,
     pods, namespaces, claims and volumes. Also the nodes it cannot use (a malformed field), with why."""
     scheduler = Scheduler(sender)
@@ -411,7 +411,7 @@ async def read_cluster(sender: Sender) -> tuple[ClusterCache, list[str]]:
     return scheduler.cache, skipped
 
 
-async def rank(sender: Sender, policy: SchedulingPolicy, pod: PodInfo, pod_description: str) -> Ranking:
+async def rank(sender: SupportsSend, policy: SchedulingPolicy, pod: PodInfo, pod_description: str) -> Ranking:
     """Where `policy` would place `pod` now: one snapshot, one `decide()`, no binding."""
     # Pods that started recently weigh on their nodes for the part of their requests the metrics cannot
     # show yet, as in the scheduler (the herd adjustment `decide()` makes); their start times say.

@@ -18,15 +18,14 @@ from typing import Any
 import aiohttp
 
 from promsched.kube import requests
-from promsched.kube.sending import ApiError
-from promsched.scheduling.schedulers import Sender
+from promsched.kube.sending import ApiError, SupportsSend
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class LeaseElector:
-    sender: Sender
+    sender: SupportsSend
     namespace: str
     name: str
     identity: str

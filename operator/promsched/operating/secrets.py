@@ -11,13 +11,12 @@ import time
 from dataclasses import dataclass, field
 
 from promsched.kube import requests
-from promsched.kube.sending import ApiError
-from promsched.scheduling.schedulers import Sender
+from promsched.kube.sending import ApiError, SupportsSend
 
 
 @dataclass
 class SecretCache:
-    sender: Sender
+    sender: SupportsSend
     ttl: float = 30.0
     _entries: dict[tuple[str, str], tuple[float, dict[str, str]]] = field(default_factory=dict)
 

@@ -20,7 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from promsched.api.policies import ConditionStatus, ConditionType, find_condition
 from promsched.scheduling import telemetry
-from promsched.scheduling.schedulers import PolicyRuntime, Scheduler
+from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.schedulers import Scheduler
 
 Check = Callable[[], list[str]]
 

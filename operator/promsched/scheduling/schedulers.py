@@ -1,10 +1,11 @@
 """The scheduler: cluster events in, bindings, events and policy status out.
 
 It knows nothing of Kopf: the operator feeds it watch events (`on_node`, `on_pod`, `on_policy`) and runs
-`run()`. Every policy is one scheduler name; one loop serves them all from one queue. A cycle is
-synchronous (filters and a snapshot lookup); bindings and event writes run concurrently with the next
-cycles. At most `bind_concurrency` of them are in flight: the loop waits for room before it takes the
-next pod, so a burst waits in the queue (one small entry per pod), not as decisions held by bindings.
+`run()`. Its jobs are split along kube-scheduler's seams: the intake feeds the cluster cache and the
+queue (`intake`), the policies' runtimes hold what each SchedulingPolicy needs (`runtimes`), the binder
+binds and tells pods why they wait (`binding`); the scheduler keeps the loop and the scheduling cycle.
+Every policy is one scheduler name; one loop serves them all from one queue. A cycle is synchronous
+(filters and a snapshot lookup); bindings and writes run concurrently with the next cycles.
 """
 
 from __future__ import annotations
@@ -15,126 +16,37 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-import aiohttp
-import yarl
-
-from promsched.api.annotations import DECISION_ANNOTATION, encode_decision
-from promsched.api.policies import (
-    ConditionType,
-    Decision,
-    FilteredCount,
-    Mode,
-    PolicyError,
-    SchedulingPolicy,
-    SchedulingPolicySpec,
-    parse_status,
-)
-from promsched.kube import requests
-from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError
-from promsched.metrics.errors import PrometheusError
-from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
-from promsched.metrics.preflighting import preflight_report
+from promsched.api.annotations import encode_decision
+from promsched.api.policies import Decision, FilteredCount, Mode
+from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
-from promsched.metrics.refreshing import Refresher, RefreshObserver
+from promsched.metrics.refreshing import Refresher
 from promsched.metrics.scoring import NodeResult
-from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
+from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, herd_memory_seconds
+from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
-from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
 from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
-from promsched.scheduling.recording import PolicyStatus, condition
+from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
 logger = logging.getLogger(__name__)
 
-COMPONENT = "promsched"
-_CORDON = NodeUnschedulable()
 STATUS_WRITE_INTERVAL = 1.0
+# kube writes event series' counts every 30 minutes (client-go tools/events).
+EVENT_REFRESH_INTERVAL = 30 * 60.0
 SHADOWED_KEPT = 10_000
-# Bindings (each with its Scheduled event) in flight: each holds a connection to the API server.
-BIND_CONCURRENCY = 32
 TOP_NODES = 3
 # What status.lastDecision.topNodes[].plugins holds: the policy's up to 20 plugins. Placement
 # preferences follow them and are left out of the status (not of the annotation) past that.
 PLUGINS_SHOWN = 20
-
-
-class Sender(Protocol):
-    async def send(self, request: Request) -> Any: ...
-
-
-class HostNotAllowed(ValueError):
-    """A policy's Prometheus URL is outside the operator's allowlist."""
-
-
-@dataclass
-class PolicyRuntime:
-    """One SchedulingPolicy as the scheduler runs it."""
-
-    name: str
-    created: str
-    status: PolicyStatus
-    policy: SchedulingPolicy | None = None  # None while the object is invalid
-    refresher: Refresher | None = None
-    refreshing_since: float = 0.0  # when `refresher` was started (unix time)
-    invalid: str = ""  # why the policy cannot run (spec, endpoint, allowlist)
-    conflict_with: str = ""  # the older policy holding the same scheduler name
-    preflight_task: asyncio.Task[None] | None = field(default=None, repr=False)
-    memo: DecisionMemo | None = field(default=None, repr=False)
-
-    def memo_for(self, snapshot: Snapshot) -> DecisionMemo:
-        """What decisions on `snapshot` work out once; a new snapshot starts a new memo."""
-        if self.memo is None or self.memo.snapshot is not snapshot:
-            self.memo = DecisionMemo(snapshot)
-        return self.memo
-
-    @property
-    def spec(self) -> SchedulingPolicySpec | None:
-        return self.policy.spec if self.policy else None
-
-    @property
-    def scheduler_name(self) -> str:
-        return self.policy.spec.scheduler_name if self.policy else ""
-
-    @property
-    def generation(self) -> int:
-        return self.policy.generation if self.policy else 0
-
-
-class _PolicyObserver(RefreshObserver):
-    def __init__(self, scheduler: Scheduler, runtime: PolicyRuntime) -> None:
-        self.scheduler = scheduler
-        self.runtime = runtime
-        self.refreshed = False
-
-    def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
-        telemetry.query_duration.labels(self.runtime.name, plugin).observe(seconds)
-        if error is not None:
-            telemetry.query_errors.labels(self.runtime.name, plugin).inc()
-
-    def snapshot_taken(self, snapshot: Snapshot) -> None:
-        for plugin in snapshot.plugins:
-            age = snapshot.age_seconds(plugin, time.time())
-            if age is not None:
-                telemetry.metric_age.labels(self.runtime.name, plugin).set(age)
-        self.scheduler.update_conditions(self.runtime)
-        if not self.refreshed:
-            self.refreshed = True
-            self.scheduler.queue.move_all_to_active("first metrics of a policy")
-
-
-def _has_refreshed(snapshot: Snapshot) -> bool:
-    """Whether any query of the snapshot's plan has been answered (with samples or an error)."""
-    return any(p.refreshed_at is not None or p.error is not None for p in snapshot.plugins.values())
 
 
 def _chosen_first(outcome: Outcome) -> list[NodeResult]:
@@ -146,7 +58,7 @@ def _chosen_first(outcome: Outcome) -> list[NodeResult]:
 class Scheduler:
     def __init__(
         self,
-        sender: Sender,
+        sender: SupportsSend,
         *,
         read_secret: SecretReader | None = None,
         allowed_prometheus_hosts: frozenset[str] | None = None,
@@ -155,21 +67,28 @@ class Scheduler:
         rng: random.Random | None = None,
         bind_concurrency: int = BIND_CONCURRENCY,
         resync_interval: float = RESYNC_INTERVAL,
+        refresher_factory: RefresherFactory = Refresher,
     ) -> None:
         self.sender = sender
-        self.read_secret = read_secret
-        self.allowed_hosts = allowed_prometheus_hosts
         self.namespaces = namespaces  # None: pods of every namespace are scheduled
         self.filters = filters
         self.rng = rng or random.Random()
         self.cache = ClusterCache()
         self.queue = SchedulingQueue()
-        self.policies: dict[str, PolicyRuntime] = {}
-        self.owners: dict[str, PolicyRuntime] = {}  # scheduler name -> the policy serving it
         self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
-        self.kube_scheduler = KubeSchedulerCheck(sender)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
+        self.runtimes = PolicyRuntimes(
+            sender,
+            self.cache,
+            spawn=self._spawn,
+            on_snapshot=self._snapshot_taken,
+            read_secret=read_secret,
+            allowed_hosts=allowed_prometheus_hosts,
+            refresher_factory=refresher_factory,
+        )
         self.intake = Intake(
             sender,
             self.cache,
@@ -179,12 +98,14 @@ class Scheduler:
             spawn=self._spawn,
             resync_interval=resync_interval,
         )
-        self.bind_concurrency = bind_concurrency
-        self._binding = 0  # bindings in flight
-        self._bind_room = asyncio.Event()
-        self._bind_room.set()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
+        self.binder = Binder(
+            sender,
+            self.cache,
+            self.queue,
+            self.intake.pending,
+            spawn=self._spawn,
+            concurrency=bind_concurrency,
+        )
 
     # ----- intake -------------------------------------------------------------------------------
 
@@ -239,228 +160,90 @@ class Scheduler:
 
     def _refuse_malformed(self, obj: Mapping[str, Any], message: str) -> None:
         spec = obj.get("spec", {})
-        runtime = self.owners.get(spec.get("schedulerName", ""))
-        if runtime is None or spec.get("nodeName"):
+        scheduler_name = spec.get("schedulerName", "")
+        if scheduler_name not in self.owners or spec.get("nodeName"):
             return
-        self._spawn(self._report_unschedulable(obj.get("metadata", {}), f"invalid pod spec: {message}"))
+        self.binder.report_malformed(obj.get("metadata", {}), f"invalid pod spec: {message}", scheduler_name)
+
+    # ----- policies -----------------------------------------------------------------------------
+
+    @property
+    def policies(self) -> dict[str, PolicyRuntime]:
+        return self.runtimes.policies
+
+    @property
+    def owners(self) -> dict[str, PolicyRuntime]:
+        return self.runtimes.owners
+
+    @property
+    def kube_scheduler(self) -> KubeSchedulerCheck:
+        return self.runtimes.kube_scheduler
+
+    def update_conditions(self, runtime: PolicyRuntime) -> None:
+        self.runtimes.update_conditions(runtime)
 
     async def on_policy(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        name = metadata.get("name", "")
-        if event_type == "DELETED":
-            runtime = self.policies.pop(name, None)
-            if runtime is not None:
-                await self._stop_runtime(runtime)
-            self._assign_owners()
-            return
-        runtime = self.policies.get(name)
-        try:
-            policy = SchedulingPolicy.from_object(obj)
-        except PolicyError as error:
-            policy = None
-            problem = str(error)
-        else:
-            problem = ""
-        if runtime is None:
-            stored = policy.status if policy and policy.status else parse_status(None)
-            history = policy.spec.decision_history if policy else 10
-            runtime = PolicyRuntime(
-                name, metadata.get("creationTimestamp", ""), PolicyStatus.resume(stored, history)
-            )
-            self.policies[name] = runtime
-        elif policy is not None and runtime.policy is not None and policy.generation == runtime.generation:
-            return  # a status write (ours) or a metadata change: nothing to apply
-        if policy is None:
-            runtime.invalid = problem
-            runtime.policy = None
-            if runtime.refresher is not None:
-                await runtime.refresher.stop()
-                runtime.refresher = None
-        else:
-            await self._apply(runtime, policy)
-        runtime.status.observed_generation = int(metadata.get("generation", 0))
-        if self._claims_default_scheduler(runtime):
-            await self.kube_scheduler.check()  # known before the policy may bind a pod
-        self._assign_owners()
-        self.update_conditions(runtime)
-        self._enqueue_pods_of(runtime.scheduler_name)
-        self.queue.move_all_to_active("policy changed")
+        changed = await self.runtimes.on_policy(event_type, obj)
+        if changed is not None:
+            self._enqueue_pods_of(changed.scheduler_name)
+            self.queue.move_all_to_active("policy changed")
 
     def _enqueue_pods_of(self, scheduler_name: str) -> None:
         for pod in list(self.pending.values()):
             if pod.scheduler_name == scheduler_name:
                 self._enqueue(pod)
 
-    def _claims_default_scheduler(self, runtime: PolicyRuntime) -> bool:
-        spec = runtime.spec
-        return (
-            spec is not None and spec.mode is Mode.ENFORCE and spec.scheduler_name == DEFAULT_SCHEDULER_NAME
-        )
-
-    def _held(self, runtime: PolicyRuntime) -> str:
-        """Why the policy must not schedule while kube-scheduler runs (see kube_scheduler_checking);
-        "" when it may."""
-        if not self._claims_default_scheduler(runtime) or self.kube_scheduler.running is False:
-            return ""
-        return self.kube_scheduler.reason
-
     def _kube_scheduler_changed(self) -> None:
-        self._assign_owners()
+        self.runtimes.assign_owners()
         for runtime in self.policies.values():
-            if self._claims_default_scheduler(runtime):
+            if runtime.claims_default_scheduler:
                 self.update_conditions(runtime)
         self._enqueue_pods_of(DEFAULT_SCHEDULER_NAME)
         self.queue.move_all_to_active("kube-scheduler started or stopped")
 
-    async def _apply(self, runtime: PolicyRuntime, policy: SchedulingPolicy) -> None:
-        spec = policy.spec
-        runtime.policy = policy
-        runtime.status.history = spec.decision_history
-        try:
-            self._check_allowed(spec.prometheus.url)
-            endpoint = await endpoint_from_policy(spec.prometheus, self.read_secret)
-        except ValueError as error:
-            runtime.invalid = str(error)
-            if runtime.refresher is not None:
-                await runtime.refresher.stop()
-                runtime.refresher = None
-            return
-        runtime.invalid = ""
-        plan = plan_from_policy(spec)
-        self.cache.placement_memory = max(self.cache.placement_memory, herd_memory_seconds(plan))
-        if runtime.refresher is None:
-            runtime.refresher = Refresher(
-                plan, endpoint, self.cache.directory, observer=_PolicyObserver(self, runtime)
-            )
-            runtime.refreshing_since = time.time()
-        else:
-            await runtime.refresher.update(plan, endpoint)
-        if runtime.preflight_task is not None:
-            runtime.preflight_task.cancel()
-        runtime.preflight_task = self._spawn(self._preflight(runtime))
+    def _snapshot_taken(self, *, first: bool) -> None:
+        if first:
+            self.queue.move_all_to_active("first metrics of a policy")
 
-    def _check_allowed(self, url: str) -> None:
-        if self.allowed_hosts is None:
-            return
-        host = yarl.URL(url).host or ""
-        if host not in self.allowed_hosts:
-            allowed = ", ".join(sorted(self.allowed_hosts)) or "(none)"
-            raise HostNotAllowed(
-                f"spec.prometheus.url: host {host!r} is not in the operator's allowlist ({allowed}); "
-                "ask the operator's administrator to add it (helm value prometheus.allowedHosts)"
-            )
+    async def flush_statuses(self) -> None:
+        """Write every changed policy status (one merge patch per policy)."""
+        await self.runtimes.flush_statuses()
 
-    async def _preflight(self, runtime: PolicyRuntime) -> None:
-        refresher = runtime.refresher
-        if refresher is None:
-            return
-        snapshot = await refresher.refresh()
-        runtime.status.preflight = preflight_report(snapshot, self.cache.nodes)
-        runtime.status.dirty = True
-        refresher.start()
+    async def _write_statuses(self) -> None:
+        refreshed_events = time.monotonic()
+        while True:
+            await asyncio.sleep(STATUS_WRITE_INTERVAL)
+            # Counted here, once a second: counting per cycle would cost O(queue) for every pod.
+            for sub_queue, count in self.queue.counts().items():
+                telemetry.pending_pods.labels(sub_queue).set(count)
+            self._forget_gone_pods()
+            await self.flush_statuses()
+            if time.monotonic() - refreshed_events >= EVENT_REFRESH_INTERVAL:
+                refreshed_events = time.monotonic()
+                self.binder.refresh_events()
 
-    async def _stop_runtime(self, runtime: PolicyRuntime) -> None:
-        if runtime.preflight_task is not None:
-            runtime.preflight_task.cancel()
-        if runtime.refresher is not None:
-            await runtime.refresher.stop()
-
-    def _assign_owners(self) -> None:
-        """Each scheduler name is served by its oldest valid policy; younger claimants are in Conflict.
-        A held policy (see `_held`) serves nothing."""
-        owners: dict[str, PolicyRuntime] = {}
-        for runtime in sorted(self.policies.values(), key=lambda r: (r.created, r.name)):
-            if runtime.policy is None:
-                continue
-            holder = owners.get(runtime.scheduler_name)
-            conflict = holder.name if holder else ""
-            if conflict != runtime.conflict_with:
-                runtime.conflict_with = conflict
-                self.update_conditions(runtime)
-            if holder is None and not self._held(runtime):
-                owners[runtime.scheduler_name] = runtime
-        self.owners = owners
-
-    def update_conditions(self, runtime: PolicyRuntime) -> None:
-        generation = runtime.generation or None
-        holder = runtime.conflict_with
-        held = self._held(runtime)
-        conflict = condition(
-            ConditionType.CONFLICT,
-            bool(holder or held),
-            "SchedulerNameTaken" if holder else "KubeSchedulerRunning" if held else "NoConflict",
-            f"schedulerName {runtime.scheduler_name!r} is served by the older policy {holder!r}"
-            if holder
-            else held[:2000],
-            generation,
-        )
-        conditions = [conflict]
-        reachable_ok, reachable_reason, reachable_message = False, "Pending", "no refresh yet"
-        complete_ok, complete_reason, complete_message = False, "Pending", "no refresh yet"
-        if runtime.refresher is not None and runtime.refresher.latest.plugins:
-            snapshot = runtime.refresher.latest
-            if any(p.refreshed_at is not None or p.error is not None for p in snapshot.plugins.values()):
-                errors = snapshot.errors
-                reachable_ok = not errors
-                reachable_reason = "QueriesSucceeded" if reachable_ok else "QueryFailed"
-                reachable_message = "; ".join(f"{plugin}: {error}" for plugin, error in errors.items())[:2000]
-                gaps = []
-                for plugin, plugin_snapshot in snapshot.plugins.items():
-                    missing = [node for node in self.cache.nodes if node not in plugin_snapshot.samples]
-                    if missing:
-                        gaps.append(
-                            f"{plugin}: {len(missing)} node(s) without series ({', '.join(missing[:5])})"
-                        )
-                complete_ok = not gaps
-                complete_reason = "AllNodesHaveSeries" if complete_ok else "SeriesMissing"
-                complete_message = "; ".join(gaps)[:2000]
-        conditions.append(
-            condition(
-                ConditionType.PROMETHEUS_REACHABLE,
-                reachable_ok,
-                reachable_reason,
-                reachable_message,
-                generation,
-            )
-        )
-        conditions.append(
-            condition(
-                ConditionType.METRICS_COMPLETE, complete_ok, complete_reason, complete_message, generation
-            )
-        )
-        if runtime.invalid:
-            ready = condition(ConditionType.READY, False, "InvalidPolicy", runtime.invalid[:2000], generation)
-        elif runtime.conflict_with or held:
-            ready = condition(ConditionType.READY, False, "Conflict", conflict.message, generation)
-        elif not reachable_ok:
-            ready = condition(
-                ConditionType.READY,
-                False,
-                "PrometheusUnavailable",
-                f"scheduling with missing metrics as spec.onMissingMetrics says: {reachable_message}",
-                generation,
-            )
-        else:
-            ready = condition(ConditionType.READY, True, "Scheduling", "", generation)
-        runtime.status.set_conditions([ready, *conditions])
+    def _forget_gone_pods(self) -> None:
+        """Pods no longer waiting (bound by anyone, deleted) fail no more in the policies' status."""
+        pending = self.pending
+        for runtime in self.policies.values():
+            for uid in [uid for uid in runtime.status.failing if uid not in pending]:
+                runtime.status.forget(uid)
+                self.binder.forget(uid)
 
     # ----- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Schedule until cancelled; status writes are flushed alongside."""
-        flusher = asyncio.create_task(self._flush_statuses(), name="promsched-status-writer")
+        writer = asyncio.create_task(self._write_statuses(), name="promsched-status-writer")
         checker = asyncio.create_task(
-            self.kube_scheduler.run(
-                lambda: any(map(self._claims_default_scheduler, self.policies.values())),
-                self._kube_scheduler_changed,
-            ),
+            self.kube_scheduler.run(self.runtimes.claims_default_scheduler, self._kube_scheduler_changed),
             name="promsched-kube-scheduler-check",
         )
         try:
             await self.intake.start()
             while True:
                 await self.leading.wait()
-                await self._bind_room.wait()
+                await self.binder.room.wait()
                 entry = await self.queue.pop()
                 if not self.leading.is_set():
                     self.queue.backoff(entry.pod.uid)
@@ -472,7 +255,7 @@ class Scheduler:
                 # Let watch events and bindings run between cycles.
                 await asyncio.sleep(0)
         finally:
-            flusher.cancel()
+            writer.cancel()
             checker.cancel()
             await self.close()
 
@@ -494,8 +277,7 @@ class Scheduler:
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks)
-        for runtime in self.policies.values():
-            await self._stop_runtime(runtime)
+        await self.runtimes.close()
 
     def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
@@ -520,7 +302,7 @@ class Scheduler:
                 entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}"
             )
             return None
-        if not _has_refreshed(runtime.refresher.latest):
+        if not has_refreshed(runtime.refresher.latest):
             # Before its first refresh a policy knows no load: every node would score alike. Wait
             # (silently: nothing is wrong) until the first snapshot moves the pod back.
             self.queue.unschedulable(pod.uid)
@@ -559,11 +341,8 @@ class Scheduler:
             return outcome
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
-        self._binding += 1
-        if self._binding >= self.bind_concurrency:
-            self._bind_room.clear()
         annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES])
-        self._spawn(self._bind(entry, runtime, decision, outcome.node, annotation))
+        self.binder.bind(entry, runtime, decision, outcome.node, annotation)
         return outcome
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:
@@ -590,126 +369,4 @@ class Scheduler:
         self.queue.unschedulable(entry.pod.uid)
         telemetry.schedule_attempts.labels("unschedulable", runtime.name).inc()
         runtime.status.record_unschedulable(entry.pod.uid, message, decision)
-        pod = entry.pod
-        self._spawn(
-            self._report_unschedulable(
-                {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}, message
-            )
-        )
-
-    async def _report_unschedulable(self, metadata: Mapping[str, Any], message: str) -> None:
-        namespace, name = metadata.get("namespace", "default"), metadata.get("name", "")
-        regarding = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": namespace,
-            "name": name,
-            "uid": metadata.get("uid", ""),
-        }
-        pod_condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": requests.now_rfc3339(),
-        }
-        await self._send_quietly(requests.patch_pod_condition(namespace, name, pod_condition))
-        await self._send_quietly(
-            requests.create_event(regarding, "Warning", "FailedScheduling", message, COMPONENT)
-        )
-
-    async def _send_quietly(self, request: Request) -> None:
-        """Events and conditions inform; losing one must not fail scheduling."""
-        try:
-            await self.sender.send(request)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
-            logger.warning("%s %s failed: %s", request.method, request.path, error)
-
-    async def _bind(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
-    ) -> None:
-        try:
-            await self._send_binding(entry, runtime, decision, node, annotation)
-        finally:
-            self._binding -= 1
-            if self._binding < self.bind_concurrency:
-                self._bind_room.set()
-
-    async def _send_binding(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
-    ) -> None:
-        pod = entry.pod
-        # The node may have gone or been cordoned since the decision (the cycle does not wait on the
-        # network, but events run in between).
-        target = self.cache.nodes.get(node)
-        if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
-            self.cache.forget(pod.uid)
-            self._bind_failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
-            return
-        started = time.perf_counter()
-        try:
-            await self.sender.send(
-                requests.bind_pod(pod.namespace, pod.name, pod.uid, node, {DECISION_ANNOTATION: annotation})
-            )
-        except ApiError as error:
-            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self.cache.forget(pod.uid)
-            if error.status in (404, 409):
-                # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
-                logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
-                return
-            self._bind_failed(entry, runtime, f"Binding rejected: {error}")
-            return
-        except (aiohttp.ClientError, TimeoutError) as error:
-            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self.cache.forget(pod.uid)
-            self._bind_failed(entry, runtime, f"Binding failed: {error}")
-            return
-        telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
-        telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
-        telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))
-        telemetry.decisions_per_node.labels(node).inc()
-        runtime.status.record_scheduled(pod.uid, decision)
-        regarding = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        }
-        await self._send_quietly(
-            requests.create_event(
-                regarding, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", COMPONENT
-            )
-        )
-
-    def _bind_failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
-        logger.warning("%s: %s", entry.pod.key, message)
-        telemetry.schedule_attempts.labels("error", runtime.name).inc()
-        runtime.status.record_error()
-        if entry.pod.uid in self.pending:
-            self.queue.requeue(self.pending[entry.pod.uid], entry.added_at, entry.attempts)
-
-    async def _flush_statuses(self) -> None:
-        while True:
-            await asyncio.sleep(STATUS_WRITE_INTERVAL)
-            # Counted here, once a second: counting per cycle would cost O(queue) for every pod.
-            for sub_queue, count in self.queue.counts().items():
-                telemetry.pending_pods.labels(sub_queue).set(count)
-            await self.flush_statuses()
-
-    async def flush_statuses(self) -> None:
-        """Write every changed policy status (one merge patch per policy)."""
-        for runtime in list(self.policies.values()):
-            if not runtime.status.dirty:
-                continue
-            runtime.status.dirty = False
-            try:
-                await self.sender.send(requests.patch_policy_status(runtime.name, runtime.status.to_status()))
-            except ApiError as error:
-                if error.status != 404:
-                    runtime.status.dirty = True
-                    logger.warning("Writing the status of policy %s failed: %s", runtime.name, error)
-            except (aiohttp.ClientError, TimeoutError) as error:
-                runtime.status.dirty = True
-                logger.warning("Writing the status of policy %s failed: %s", runtime.name, error)
+        self.binder.report_unschedulable(entry.pod, message, runtime.scheduler_name)

@@ -30,10 +30,23 @@ Send = Callable[[Request], Awaitable[Any]]
 
 
 class WriteQueue:
-    def __init__(self, limit: int = QUEUE_LIMIT) -> None:
+    """Writes waiting to be sent by at most `workers` tasks, started by `spawn` when there is work and
+    ending when there is none, so an idle scheduler holds no writer tasks."""
+
+    def __init__(
+        self,
+        send: Send,
+        spawn: Callable[[Awaitable[None]], asyncio.Task[None]],
+        *,
+        limit: int = QUEUE_LIMIT,
+        workers: int = WORKERS,
+    ) -> None:
+        self.send = send
+        self.spawn = spawn
         self.limit = limit
+        self.workers = workers
+        self.active = 0
         self._pending: OrderedDict[tuple[str, str], Request] = OrderedDict()
-        self._ready = asyncio.Event()
         self.dropped: dict[str, int] = {}
         self.coalesced = 0
 
@@ -52,25 +65,20 @@ class WriteQueue:
             telemetry.api_writes_dropped.labels(kind).inc()
             return False
         self._pending[slot] = request
-        self._ready.set()
+        if self.active < self.workers:
+            self.active += 1
+            self.spawn(self._work())
         return True
 
-    async def next(self) -> Request:
-        while not self._pending:
-            self._ready.clear()
-            await self._ready.wait()
-        _slot, request = self._pending.popitem(last=False)
-        return request
-
-    async def run(self, send: Send, workers: int = WORKERS) -> None:
-        """Send queued writes until cancelled, `workers` at a time; a failed write is logged, not retried
-        (an event or condition is information, and a newer one follows)."""
-        await asyncio.gather(*(self._work(send) for _ in range(workers)))
-
-    async def _work(self, send: Send) -> None:
-        while True:
-            request = await self.next()
-            try:
-                await send(request)
-            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
-                logger.warning("%s %s failed: %s", request.method, request.path, error)
+    async def _work(self) -> None:
+        """Send queued writes until none is left; a failed write is logged, not retried (an event or
+        a condition is information, and a newer one follows)."""
+        try:
+            while self._pending:
+                _slot, request = self._pending.popitem(last=False)
+                try:
+                    await self.send(request)
+                except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                    logger.warning("%s %s failed: %s", request.method, request.path, error)
+        finally:
+            self.active -= 1

@@ -15,7 +15,6 @@ from promsched.api.policies import Decision, parse_spec
 from promsched.kube.requests import Request
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
-from promsched.scheduling import schedulers
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import decide, feasible_nodes_to_find
 from promsched.scheduling.filters import DEFAULT_FILTERS
@@ -62,11 +61,6 @@ def policy(name: str = "p", created: str = "2026-01-01T00:00:00Z", **spec: Any) 
     return policy_object(name, spec_document(*plugins, prometheus=prometheus, **spec), created=created)
 
 
-@pytest.fixture(autouse=True)
-def fake_refresher(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schedulers, "Refresher", FakeRefresher)
-
-
 @pytest.fixture
 def sender() -> FakeSender:
     return FakeSender()
@@ -74,7 +68,7 @@ def sender() -> FakeSender:
 
 @pytest.fixture
 async def scheduler(sender: FakeSender) -> Scheduler:
-    scheduler = Scheduler(sender, rng=random.Random(7))
+    scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
         scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
@@ -105,7 +99,7 @@ async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
     annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
     assert [n["node"] for n in annotation["top"]] == ["idle", "mid", "busy"]
     [event] = sender.bodies("/namespaces/ns/events")
-    assert (event["reason"], event["message"]) == ("Scheduled", "Successfully assigned ns/web to idle")
+    assert (event["reason"], event["note"]) == ("Scheduled", "Successfully assigned ns/web to idle")
     assert scheduler.policies["p"].status.scheduled == 1
 
 
@@ -160,7 +154,7 @@ async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender:
     assert patch["status"]["conditions"][0]["reason"] == "Unschedulable"
     [event] = sender.bodies("/namespaces/ns/events")
     assert event["reason"] == "FailedScheduling"
-    assert event["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+    assert event["note"] == "0/3 nodes are available: 3 Insufficient cpu."
     # A node being added may make room: the pod is tried again.
     scheduler.on_node("ADDED", node_object("big"))
     assert scheduler.queue.entries["uid-huge"].where in (Where.ACTIVE, Where.BACKOFF)
@@ -173,7 +167,7 @@ async def test_constraints_promsched_cannot_honour_are_refused_by_name(
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     [event] = sender.bodies("/namespaces/ns/events")
-    assert event["message"] == "spec.resourceClaims is not supported by promsched yet"
+    assert event["note"] == "spec.resourceClaims is not supported by promsched yet"
 
 
 async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:
@@ -208,7 +202,7 @@ PREFERS_BUSY = {
 
 
 async def scheduler_with(sender: FakeSender, **spec: Any) -> Scheduler:
-    scheduler = Scheduler(sender, rng=random.Random(7))
+    scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
         scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy(**spec))
@@ -261,7 +255,9 @@ async def test_shadow_mode_records_and_binds_nothing(scheduler: Scheduler, sende
 
 
 async def test_a_prometheus_outside_the_allowlist_is_refused(sender: FakeSender) -> None:
-    scheduler = Scheduler(sender, allowed_prometheus_hosts=frozenset({"prometheus.monitoring"}))
+    scheduler = Scheduler(
+        sender, refresher_factory=FakeRefresher, allowed_prometheus_hosts=frozenset({"prometheus.monitoring"})
+    )
     await scheduler.on_policy("ADDED", policy())
     runtime = scheduler.policies["p"]
     assert runtime.refresher is None
@@ -292,7 +288,7 @@ def test_a_burst_spreads_because_placements_weigh_on_their_node() -> None:
 async def test_the_cluster_is_listed_before_the_first_cycle(sender: FakeSender) -> None:
     sender.answers["/api/v1/nodes"] = {"items": [node_object("n1")]}
     sender.answers["/api/v1/pods"] = {"items": [pod_object("running", nodeName="n1"), pod_object("waiting")]}
-    scheduler = Scheduler(sender)
+    scheduler = Scheduler(sender, refresher_factory=FakeRefresher)
     await scheduler.sync()
     assert scheduler.synced.is_set()
     assert scheduler.cache.usage_of("n1").pods == 1
@@ -366,7 +362,7 @@ class GatedSender(FakeSender):
 
 async def test_the_loop_takes_no_pod_while_the_bindings_in_flight_are_at_their_limit() -> None:
     sender = GatedSender()
-    scheduler = Scheduler(sender, rng=random.Random(7), bind_concurrency=2)
+    scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7), bind_concurrency=2)
     for name in ("busy", "idle", "mid"):
         scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
@@ -428,7 +424,12 @@ class ExplodingFilter:
 
 async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_pod_backed_off() -> None:
     sender = FakeSender()
-    scheduler = Scheduler(sender, rng=random.Random(7), filters=(ExplodingFilter(), *DEFAULT_FILTERS))
+    scheduler = Scheduler(
+        sender,
+        refresher_factory=FakeRefresher,
+        rng=random.Random(7),
+        filters=(ExplodingFilter(), *DEFAULT_FILTERS),
+    )
     for name in ("busy", "idle", "mid"):
         scheduler.on_node("ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
@@ -445,3 +446,40 @@ async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_po
     finally:
         loop.cancel()
         await asyncio.wait([loop])
+
+
+async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one_condition_patch(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    huge = pod_object("huge", cpu="64")
+    scheduler.on_pod("ADDED", huge)
+    await cycle(scheduler)
+    [condition] = [body["status"]["conditions"][0] for body in sender.bodies("/pods/huge/status")]
+    # The API server now holds the condition, and the watch says so.
+    scheduler.on_pod("MODIFIED", {**huge, "status": {"phase": "Pending", "conditions": [condition]}})
+    pod = scheduler.pending["uid-huge"]
+    for _ in range(5):
+        scheduler.binder.report_unschedulable(pod, condition["message"], "promsched")
+    await settle(scheduler)
+    assert len(sender.bodies("/pods/huge/status")) == 1  # nothing changed: no more patches
+    created = [r for r in sender.sent if r.method == "POST" and r.path.endswith("/events")]
+    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
+    assert len(created) == 1
+    assert created[0].path == "/apis/events.k8s.io/v1/namespaces/ns/events"
+    assert series == [2]
+    scheduler.binder.refresh_events()
+    await settle(scheduler)
+    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
+    assert series == [2, 6]
+
+
+async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_transition_time(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    stored = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "old"}
+    huge = pod_object("huge", cpu="64")
+    scheduler.on_pod("ADDED", {**huge, "status": {"conditions": [{**stored, "lastTransitionTime": "T0"}]}})
+    await cycle(scheduler)
+    [patch] = sender.bodies("/pods/huge/status")
+    assert patch["status"]["conditions"][0]["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+    assert patch["status"]["conditions"][0]["lastTransitionTime"] == "T0"

@@ -1,0 +1,194 @@
+"""The binding cycle, and what the scheduler tells a pod: bindings first, then events and conditions.
+
+A binding is sent at once, at most `concurrency` of them in flight: the scheduling loop waits for room
+(`room`) before it takes the next pod, so a burst waits in the queue, not as decisions held here.
+Events (as kube-scheduler's recorder writes them, see `eventing`) and PodScheduled conditions (patched
+only when they change) go through one bounded write queue behind the bindings (see `writing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+import aiohttp
+
+from promsched.api.annotations import DECISION_ANNOTATION
+from promsched.api.policies import Decision
+from promsched.kube import requests
+from promsched.kube.sending import ApiError, SupportsSend
+from promsched.scheduling import telemetry
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.eventing import EventRecorder, PodRef
+from promsched.scheduling.filters.unschedulable import NodeUnschedulable
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.queues import QueuedPod, SchedulingQueue
+from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.writing import WriteQueue
+
+logger = logging.getLogger(__name__)
+
+# Bindings (each with its Scheduled event) in flight: each holds a connection to the API server.
+BIND_CONCURRENCY: Final = 32
+# Events come from the scheduler name's controller (kube-scheduler: its profile's schedulerName).
+_CORDON: Final = NodeUnschedulable()
+
+
+class Binder:
+    def __init__(
+        self,
+        sender: SupportsSend,
+        cache: ClusterCache,
+        queue: SchedulingQueue,
+        pending: Mapping[str, PodInfo],
+        *,
+        spawn: Callable[[Awaitable[None]], asyncio.Task[None]],
+        concurrency: int = BIND_CONCURRENCY,
+        instance: str = "",
+    ) -> None:
+        self.sender = sender
+        self.cache = cache
+        self.queue = queue
+        self.pending = pending  # unbound live pods by uid (the intake's)
+        self.spawn = spawn
+        self.concurrency = concurrency
+        self.in_flight = 0
+        self.room = asyncio.Event()
+        self.room.set()
+        self.events = EventRecorder("promsched", instance=instance or socket.gethostname())
+        self.writes = WriteQueue(self._send, spawn)
+
+    # ----- bindings ---------------------------------------------------------------------------------
+
+    def bind(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+    ) -> None:
+        """Bind the (assumed) pod in the background; the loop may go on unless the cap is reached."""
+        self.in_flight += 1
+        if self.in_flight >= self.concurrency:
+            self.room.clear()
+        self.spawn(self._bind(entry, runtime, decision, node, annotation))
+
+    async def _bind(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+    ) -> None:
+        try:
+            await self._send_binding(entry, runtime, decision, node, annotation)
+        finally:
+            self.in_flight -= 1
+            if self.in_flight < self.concurrency:
+                self.room.set()
+
+    async def _send_binding(
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+    ) -> None:
+        pod = entry.pod
+        # The node may have gone or been cordoned since the decision (the cycle does not wait on the
+        # network, but events run in between).
+        target = self.cache.nodes.get(node)
+        if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
+            self.cache.forget(pod.uid)
+            self._failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
+            return
+        started = time.perf_counter()
+        try:
+            await self.sender.send(
+                requests.bind_pod(pod.namespace, pod.name, pod.uid, node, {DECISION_ANNOTATION: annotation})
+            )
+        except ApiError as error:
+            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+            self.cache.forget(pod.uid)
+            if error.status in (404, 409):
+                # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
+                logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
+                return
+            self._failed(entry, runtime, f"Binding rejected: {error}")
+            return
+        except (aiohttp.ClientError, TimeoutError) as error:
+            telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
+            self.cache.forget(pod.uid)
+            self._failed(entry, runtime, f"Binding failed: {error}")
+            return
+        telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
+        telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
+        telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.queue.clock() - entry.added_at))
+        telemetry.decisions_per_node.labels(node).inc()
+        runtime.status.record_scheduled(pod.uid, decision)
+        self._event(
+            _ref(pod), "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}", runtime
+        )
+
+    def _failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
+        logger.warning("%s: %s", entry.pod.key, message)
+        telemetry.schedule_attempts.labels("error", runtime.name).inc()
+        runtime.status.record_error()
+        if entry.pod.uid in self.pending:
+            self.queue.requeue(self.pending[entry.pod.uid], entry.added_at, entry.attempts)
+
+    # ----- what a pod that fits nowhere is told ------------------------------------------------------
+
+    def report_unschedulable(self, pod: PodInfo, message: str, scheduler_name: str) -> None:
+        """PodScheduled=False (when it changed) and a FailedScheduling event (folded into its series)."""
+        current = self.pending.get(pod.uid, pod)  # the newest state the watch delivered
+        patch = current.scheduled_condition_patch("False", "Unschedulable", message, requests.now_rfc3339())
+        if patch is not None:
+            self.writes.submit(
+                "condition", pod.uid, requests.patch_pod_condition(pod.namespace, pod.name, patch)
+            )
+        self._event(_ref(pod), "Warning", "FailedScheduling", "Scheduling", message, scheduler_name)
+
+    def report_malformed(self, metadata: Mapping[str, str], message: str, scheduler_name: str) -> None:
+        """A pod whose spec cannot be parsed: no PodInfo, so its condition is written as is."""
+        pod = PodRef(
+            metadata.get("namespace") or "default", metadata.get("name") or "", metadata.get("uid") or ""
+        )
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": requests.now_rfc3339(),
+        }
+        self.writes.submit(
+            "condition", pod.uid, requests.patch_pod_condition(pod.namespace, pod.name, condition)
+        )
+        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, scheduler_name)
+
+    def _event(
+        self, pod: PodRef, event_type: str, reason: str, action: str, note: str, reporter: PolicyRuntime | str
+    ) -> None:
+        controller = reporter if isinstance(reporter, str) else reporter.scheduler_name
+        limited = self.events.limited
+        request = self.events.record(pod, event_type, reason, action, note, controller)
+        if request is not None:
+            self.writes.submit(*_event_slot(request), request)
+        elif self.events.limited > limited:
+            telemetry.api_writes_dropped.labels("event").inc()
+
+    async def _send(self, request: requests.Request) -> None:
+        await self.sender.send(request)
+
+    def forget(self, uid: str) -> None:
+        """A pod that is gone: its event series and allowance."""
+        self.events.forget(uid)
+
+    def refresh_events(self) -> None:
+        """Write the event series' counts that grew (kube: every 30 minutes)."""
+        for request in self.events.refresh():
+            self.writes.submit(*_event_slot(request), request)
+
+
+def _event_slot(request: requests.Request) -> tuple[str, str]:
+    """Creating an Event and patching its series are separate slots: a patch never replaces the create
+    it follows; a newer series count replaces an older one."""
+    if request.method == "PATCH":
+        return "event", "series/" + request.path.rsplit("/", 1)[-1]
+    return "event", "create/" + str(request.body["metadata"]["name"])
+
+
+def _ref(pod: PodInfo) -> PodRef:
+    return PodRef(pod.namespace, pod.name, pod.uid)
