@@ -1,4 +1,5 @@
-"""A TCP proxy that can freeze its open connections without closing them: a watch that stalls silently."""
+"""A TCP proxy that can freeze its open connections without closing them (a watch that stalls silently),
+or cut the client off altogether (a partition) until it is mended."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from promsched.sandbox.supervising import free_port
 
 class StallingProxy:
     """Relays 127.0.0.1:port to `upstream`. After `stall()`, connections open at that moment stop
-    relaying (their sockets stay open, as a dead NAT or a hung load balancer leaves them); new ones work."""
+    relaying (their sockets stay open, as a dead NAT or a hung load balancer leaves them); new ones work.
+    After `cut()`, every connection is closed and new ones are closed at once, until `mend()`."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
@@ -22,11 +24,25 @@ class StallingProxy:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._cut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def stall(self) -> None:
         with self._lock:
             self._stalled_below = self._generation + 1
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def mend(self) -> None:
+        with self._lock:
+            self._cut = False
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -34,7 +50,13 @@ class StallingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.upstream)
+            try:
+                if self._cut:
+                    raise ConnectionRefusedError("the proxy is cut")
+                server = socket.create_connection(self.upstream)
+            except OSError:  # cut, or the upstream is down (restarting): the client sees a reset
+                client.close()
+                continue
             with self._lock:
                 self._generation += 1
                 generation = self._generation

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ RESYNC_INTERVAL = 300.0
 # How long a difference found by a list may wait for the watch event that explains it (an event in
 # flight when the list was read) before it counts as drift.
 DRIFT_GRACE = 5.0
+# Kopf's listing hands over its objects one by one: a kind is listed once they have stopped coming for
+# this long, rather than once per handful.
+RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
 _CHANGES = {"removed": "was deleted", "added": "was missing", "updated": "was held in an older state"}
 
@@ -99,7 +103,7 @@ def _uses_claims(waiting: PodInfo) -> bool:
 class Intake:
     """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
     is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work;
-    it waits with `sleep`."""
+    it waits with `sleep` and tells time by `clock`."""
 
     def __init__(
         self,
@@ -112,7 +116,9 @@ class Intake:
         spawn: Callable[[Awaitable[None]], object],
         resync_interval: float = RESYNC_INTERVAL,
         drift_grace: float = DRIFT_GRACE,
+        relist_quiet: float = RELIST_QUIET,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -122,7 +128,9 @@ class Intake:
         self.spawn = spawn
         self.resync_interval = resync_interval  # 0: no periodic lists
         self.drift_grace = drift_grace
+        self.relist_quiet = relist_quiet
         self.sleep = sleep
+        self.clock = clock
         self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
         self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self.synced = asyncio.Event()  # set once every kind has been listed
@@ -139,6 +147,7 @@ class Intake:
         self._started: set[str] = set()  # kinds whose first list has begun
         self._listing: set[str] = set()  # kinds being listed now
         self._again: set[str] = set()  # kinds to list once more when their current list ends
+        self._asked: dict[str, float] = {}  # kind -> when a list of it was last asked for
         self._unexplained: dict[tuple[str, str], Difference] = {}
 
     # ----- watch events ---------------------------------------------------------------------------
@@ -296,6 +305,7 @@ class Intake:
         requests meanwhile make one more list after it, which sees whatever they may have missed."""
         if kind.resource not in self._started:
             return  # its first list is yet to begin: it will be later than whatever asked
+        self._asked[kind.resource] = self.clock()
         if kind.resource in self._listing:
             self._again.add(kind.resource)
             return
@@ -305,6 +315,7 @@ class Intake:
     async def _relist(self, kind: Kind) -> None:
         try:
             while True:
+                await self._quiet(kind)
                 self._again.discard(kind.resource)
                 logger.info("Listing %s again", kind.resource)
                 await self._list(kind, first=False)
@@ -312,6 +323,14 @@ class Intake:
                     return
         finally:
             self._listing.discard(kind.resource)
+
+    async def _quiet(self, kind: Kind) -> None:
+        """Wait until no list of `kind` has been asked for in `relist_quiet` seconds."""
+        while True:
+            wait = self._asked.get(kind.resource, 0.0) + self.relist_quiet - self.clock()
+            if wait <= 0:
+                return
+            await self.sleep(wait)
 
     async def _resync_periodically(self) -> None:
         while True:

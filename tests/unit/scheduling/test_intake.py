@@ -18,6 +18,7 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.intake import Intake
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where
+from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import ZONE, claim_object, node_object, pod_object, storage_class_object, volume_object
 from support.polling import eventually_async
@@ -118,8 +119,7 @@ class Setup:
         await eventually_async(lambda: self.sleeps.count(seconds) == 1, what=f"a sleep of {seconds}s")
 
 
-@pytest.fixture
-async def setup() -> AsyncIterator[Setup]:
+def build(**options: Any) -> Setup:
     server = ListServer(page_size=2)
     sleeps, background, refused = Sleeps(), Background(), []
     queue = SchedulingQueue()
@@ -133,12 +133,19 @@ async def setup() -> AsyncIterator[Setup]:
         resync_interval=RESYNC,
         drift_grace=GRACE,
         sleep=sleeps,
+        **{"relist_quiet": 0.0, **options},
     )
     ready = Setup(intake, server, sleeps, background, refused)
     for resource in intake.kinds:
         ready.serve(resource, 1)
+    return ready
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[Setup]:
+    ready = build()
     yield ready
-    background.stop()
+    ready.background.stop()
 
 
 def versioned(obj: dict[str, Any], version: int) -> dict[str, Any]:
@@ -382,3 +389,22 @@ async def test_an_assumed_pod_seen_finished_gives_parked_pods_its_room(setup: Se
     setup.intake.on_pod("MODIFIED", finished)
     assert setup.cache.usage_of("n1").pods == 0
     assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
+
+
+async def test_a_kind_is_listed_once_kopfs_listing_has_stopped_coming() -> None:
+    clock = Clock(100.0)
+    setup = build(relist_quiet=1.0, clock=clock)
+    try:
+        await setup.intake.sync()
+        setup.intake.on_node(None, node_object("n0", version="2"))
+        await setup.sleeping(1.0)
+        clock.advance(0.5)
+        setup.intake.on_node(None, node_object("n1", version="3"))
+        setup.sleeps.end(1.0)
+        await setup.sleeping(1.0)  # another second since the last object of Kopf's listing
+        clock.advance(1.0)
+        setup.sleeps.end(1.0)
+        await setup.listed()
+        assert setup.server.paths("GET").count("/api/v1/nodes") == 2  # the first list and one more
+    finally:
+        setup.background.stop()
