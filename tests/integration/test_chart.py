@@ -8,6 +8,7 @@ schedules pods, while `kubectl auth can-i` shows that identity is denied everyth
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -585,7 +586,7 @@ def test_the_operator_schedules_with_nothing_but_the_charts_permissions(
         _apply(sandbox, _pod("fits", work, granted, "100m"))
         _apply(sandbox, _pod("too-big", work, granted, "1000"))
 
-        # Bound through pods/binding, announced by a core/v1 event.
+        # Bound through pods/binding, announced by an events.k8s.io/v1 event (as kube-scheduler's).
         node = eventually(
             lambda: _get(sandbox, "pod", "fits", "-n", work)["spec"].get("nodeName"),
             bool,
@@ -593,8 +594,13 @@ def test_the_operator_schedules_with_nothing_but_the_charts_permissions(
             what="pod fits bound",
         )
         assert node in sandbox.node_names
-        scheduled = [e for e in _events(sandbox, work, "fits") if e["reason"] == "Scheduled"]
-        assert [e["source"].get("component") for e in scheduled] == ["promsched"]
+        scheduled = eventually(
+            lambda: [e for e in _events(sandbox, work, "fits") if e["reason"] == "Scheduled"],
+            bool,
+            timeout=SCHEDULED_WITHIN,
+            what="the Scheduled event of pod fits",
+        )
+        assert [e["reportingComponent"] for e in scheduled] == [granted]
         # The PodScheduled condition through pods/status, and a FailedScheduling event.
         unschedulable = eventually(
             lambda: _conditions(_get(sandbox, "pod", "too-big", "-n", work)).get("PodScheduled", {}),
@@ -603,7 +609,12 @@ def test_the_operator_schedules_with_nothing_but_the_charts_permissions(
             what="pod too-big marked Unschedulable",
         )
         assert "Insufficient cpu" in unschedulable["message"]
-        assert any(e["reason"] == "FailedScheduling" for e in _events(sandbox, work, "too-big"))
+        eventually(
+            lambda: [e for e in _events(sandbox, work, "too-big") if e["reason"] == "FailedScheduling"],
+            bool,
+            timeout=SCHEDULED_WITHIN,
+            what="the FailedScheduling event of pod too-big",
+        )
         # Policy status through schedulingpolicies/status; Prometheus read with the granted Secret.
         status = eventually(
             lambda: _get(sandbox, "schedulingpolicy", granted).get("status") or {},
@@ -645,6 +656,54 @@ def test_the_operator_schedules_with_nothing_but_the_charts_permissions(
     assert refusals == []
 
 
+def test_an_enforce_policy_for_default_scheduler_is_held_while_kube_scheduler_runs(
+    sandbox: Sandbox, chart_operator: ChartOperator
+) -> None:
+    """The sandbox runs no kube-scheduler: a Lease renewed as kube-scheduler renews it stands in for
+    one. The chart's RBAC lets the operator read it (a 403 would hold the policy with another reason)."""
+    renewed = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {
+            "holderIdentity": "control-plane-0_1f2e",
+            "leaseDurationSeconds": 3600,
+            "renewTime": renewed,
+        },
+    }
+    name = f"takeover-{_suffix()}"
+    policy = {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "prometheus": {"url": sandbox.prometheus_url},
+            "plugins": [{"name": "cpu", "weight": 1, "timeRange": "1m"}],
+        },
+    }
+    _apply(sandbox, lease)
+    try:
+        _apply(sandbox, policy)
+        ready = eventually(
+            lambda: _conditions(_get(sandbox, "schedulingpolicy", name)).get("Ready", {}),
+            lambda c: c.get("reason") == "Conflict",
+            timeout=SCHEDULED_WITHIN,
+            what=f"policy {name} held",
+        )
+        assert (
+            "kube-scheduler runs (Lease kube-system/kube-scheduler is held by control-plane-0_1f2e"
+            in (ready["message"])
+        )
+        assert ready["status"] == "False"
+        conflict = _conditions(_get(sandbox, "schedulingpolicy", name))["Conflict"]
+        assert (conflict["status"], conflict["reason"]) == ("True", "KubeSchedulerRunning")
+    finally:
+        sandbox.kubectl("delete", "schedulingpolicy", name, "--ignore-not-found")
+        sandbox.kubectl("delete", "lease", "kube-scheduler", "-n", "kube-system", "--ignore-not-found")
+
+
 def _can_i(sandbox: Sandbox, user: str, verb: str, target: str, *scope: str) -> bool:
     """`target`: "pods", "pods/binding" (a subresource, as RBAC writes it), "secrets NAME" (one object)."""
     resource, _, name = target.partition(" ")
@@ -672,7 +731,8 @@ ALLOWED = [
     ("create", "pods/binding", "work"),
     ("create", "pods/binding", "other"),
     ("patch", "pods/status", "work"),
-    ("create", "events", "work"),
+    ("create", "events.events.k8s.io", "work"),
+    ("patch", "events.events.k8s.io", "work"),
     ("get", "secrets prometheus-token", "secrets"),
     ("list", "namespaces", "cluster"),
     ("watch", "persistentvolumeclaims", "cluster"),
@@ -709,9 +769,11 @@ DENIED = [
     ("update", "schedulingpolicies.promsched.io", "cluster"),
     ("delete", "schedulingpolicies.promsched.io", "cluster"),
     ("update", "schedulingpolicies.promsched.io/status", "cluster"),
+    ("create", "events", "work"),  # core/v1: the operator writes events.k8s.io/v1 only
     ("patch", "events", "work"),
-    ("delete", "events", "work"),
-    ("list", "events", "work"),
+    ("update", "events.events.k8s.io", "work"),
+    ("delete", "events.events.k8s.io", "work"),
+    ("list", "events.events.k8s.io", "work"),
     ("create", "leases.coordination.k8s.io", "other"),
     ("update", "leases.coordination.k8s.io kube-scheduler", "other"),
     ("get", "leases.coordination.k8s.io kube-controller-manager", "other"),
@@ -765,7 +827,8 @@ def test_with_namespaces_set_the_writes_are_granted_in_those_namespaces_only(
     user = f"system:serviceaccount:{release_namespace}:scoped-promsched"
     sandbox.kubectl("apply", "-f", "-", input=rbac)
     try:
-        for verb, resource in (("create", "pods/binding"), ("patch", "pods/status"), ("create", "events")):
+        writes = (("create", "pods/binding"), ("patch", "pods/status"), ("create", "events.events.k8s.io"))
+        for verb, resource in writes:
             assert _can_i(sandbox, user, verb, resource, "-n", scheduled), f"{verb} {resource} in {scheduled}"
             assert not _can_i(sandbox, user, verb, resource, "-n", other), f"{verb} {resource} in {other}"
         # Pods of every namespace are still watched: their requests occupy the nodes.

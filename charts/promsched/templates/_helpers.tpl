@@ -104,7 +104,8 @@ events (Scheduled, FailedScheduling). Granted cluster-wide, or per namespace wit
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-- apiGroups: [""]
+# Events as kube-scheduler writes them (events.k8s.io/v1); a repeat patches the first one's series.
+- apiGroups: [events.k8s.io]
   resources: [events]
-  verbs: [create]
+  verbs: [create, patch]
 {{- end -}}

@@ -240,7 +240,8 @@ READS = {
 WRITES = {
     ("", "pods/binding", "create", ()),
     ("", "pods/status", "patch", ()),
-    ("", "events", "create", ()),
+    ("events.k8s.io", "events", "create", ()),
+    ("events.k8s.io", "events", "patch", ()),
 }
 # Whether kube-scheduler runs, for policies in Enforce mode that claim default-scheduler.
 KUBE_SCHEDULER_LEASE = {("coordination.k8s.io", "leases", "get", ("kube-scheduler",))}
