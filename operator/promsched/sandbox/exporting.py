@@ -102,9 +102,15 @@ def node_samples(name: str, node: NodeCounters) -> list[tuple[str, str]]:
 
 
 def write_history(
-    profiles: dict[str, LoadProfile], since: float, until: float, step: float, out: Path
+    profiles: dict[str, LoadProfile],
+    since: float,
+    until: float,
+    step: float,
+    out: Path,
+    origin: float | None = None,
 ) -> int:
     """Write the series from `since` to `until` as OpenMetrics for `promtool tsdb create-blocks-from`.
+    Counters start at `origin` (default `since`), so pieces of one history written apart are continuous.
 
     Prometheus' rate() divides by the whole window, so a fresh sandbox would under-report every rate
     until a window's worth of scrapes exists; backfilled history makes windows exact from the start.
@@ -121,7 +127,7 @@ def write_history(
         stamp = since
         while stamp < until:
             for name, profile in profiles.items():
-                node = NodeCounters(profile, since)
+                node = NodeCounters(profile, since if origin is None else origin)
                 node.advance(stamp)
                 for series, value in node_samples(name, node):
                     family, _, labels = series.partition("{")

@@ -21,6 +21,9 @@ from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.sandbox.supervising import Report, Supervisor, http_ok, wait_until
 
 SCRAPE_SECONDS = 2
+# How far past the backfill the history reaches: Prometheus' start-up and first scrape fit in it (9 s
+# measured on 2 busy cores); live samples are accepted from its end on.
+HISTORY_LEAD_SECONDS = 15.0
 
 
 def default_history(nodes: int) -> float:
@@ -54,9 +57,11 @@ def _prometheus_query(url: str, query: str) -> list[dict[str, object]]:
     return result
 
 
-def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float, until: float) -> None:
+def _backfill(
+    directory: Path, profiles: dict[str, LoadProfile], origin: float, since: float, until: float
+) -> None:
     backfill = directory / "history.om"
-    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill)
+    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill, origin)
     command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
     result = subprocess.run(
         [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
@@ -69,12 +74,12 @@ def _backfill(directory: Path, profiles: dict[str, LoadProfile], since: float, u
 def start_metrics(
     sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
 ) -> float:
-    """Start the metrics pipeline; returns the time of the first scrape that every node's series share.
+    """Start the metrics pipeline; returns the time of the first live scrape after the history.
 
-    That time is the sandbox's `ready_at`: a query evaluated at a scrape's own timestamp has a sample at
-    the window's end, so rate() need not extrapolate there. At any other instant Prometheus extrapolates
-    by half a scrape interval when the newest sample is more than 1.1 intervals old (a late scrape on a
-    busy machine), and a 1m CPU rate then reads a few points high.
+    rate() extrapolates to a window's edges only when the nearest sample is within 1.1 scrape intervals
+    of the edge; otherwise by half an interval, and a counter's rate reads low. So the backfilled
+    history and the live samples meet without a gap (see HISTORY_LEAD_SECONDS), and `ready_at` is a
+    scrape's own timestamp: a window ending there has a sample at its end.
     """
     state = sandbox.state
     directory = sandbox.directory
@@ -85,7 +90,15 @@ def start_metrics(
     history_end = time.time()
     since = history_end - history
     if history > 0:
-        _backfill(directory, {n: s.load for n, s in setups.items()}, since, history_end)
+        profiles = {n: s.load for n, s in setups.items()}
+        _backfill(directory, profiles, since, since, history_end)
+        # The history runs on past Prometheus' first scrape (the counters are a function of time, so
+        # samples written ahead equal what the exporter will serve): a gap between the history and the
+        # live samples would make rate() read low over every window that starts in it. Prometheus
+        # starts about as slowly as the backfill was written, so that time is added to the lead.
+        tail_end = time.time() + HISTORY_LEAD_SECONDS + (time.time() - history_end)
+        _backfill(directory, profiles, since, history_end, tail_end)
+        history_end = tail_end
     exporter = supervisor.spawn(
         "exporter",
         [

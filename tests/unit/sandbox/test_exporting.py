@@ -4,7 +4,7 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from promsched.sandbox.exporting import CPUS, MEMORY_TOTAL_BYTES, Exporter, NodeCounters
+from promsched.sandbox.exporting import CPUS, MEMORY_TOTAL_BYTES, Exporter, NodeCounters, write_history
 from promsched.sandbox.profiles import LoadProfile
 
 
@@ -57,3 +57,19 @@ async def test_profiles_change_at_run_time_and_are_saved(tmp_path: Path) -> None
         missing = await client.put("/profiles/node-7", json={"cpu": 1})
         assert missing.status == 404
     assert json.loads(state.read_text())["node-0"]["disk_used"] == 12
+
+
+def test_history_written_in_pieces_from_one_origin_is_one_continuous_series(tmp_path: Path) -> None:
+    profiles = {"node-0": LoadProfile(cpu=10)}
+    idle = re.compile(r'^node_cpu_seconds_total\{[^}]*cpu="0",mode="idle"\} (\S+) (\S+)$', re.MULTILINE)
+
+    def idle_samples(path: Path) -> list[tuple[float, float]]:
+        return [(float(stamp), float(value)) for value, stamp in idle.findall(path.read_text())]
+
+    whole, first, second = tmp_path / "whole.om", tmp_path / "first.om", tmp_path / "second.om"
+    write_history(profiles, 1000.0, 1020.0, 2.0, whole)
+    write_history(profiles, 1000.0, 1010.0, 2.0, first)
+    write_history(profiles, 1010.0, 1020.0, 2.0, second, origin=1000.0)
+    assert idle_samples(first) + idle_samples(second) == idle_samples(whole)
+    # A counter is 0.9 s idle per second from the origin on, with no reset where the pieces meet.
+    assert idle_samples(second)[0] == (1010.0, 9.0)
