@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
@@ -14,27 +15,55 @@ from aiohttp.client import DEFAULT_TIMEOUT
 
 from promsched.kube.credentials import Credentials, CredentialsError
 from promsched.kube.requests import Request, list_objects
+from promsched.kube.throttling import Sleep, TokenBucket
+
+logger = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    """A non-2xx answer: `status` is the HTTP code, `reason` and `message` come from the API's Status."""
+    """A non-2xx answer: `status` is the HTTP code, `reason` and `message` come from the API's Status;
+    `retry_after`, when the API server asked for the request again later, the seconds to wait first
+    (see `retry_delay`)."""
 
-    def __init__(self, request: Request, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, request: Request, status: int, reason: str, message: str, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{request.method} {request.path}: {status} {reason}: {message}")
         self.request = request
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
 
     @classmethod
-    def from_response(cls, request: Request, status: int, text: str) -> ApiError:
+    def from_response(
+        cls, request: Request, status: int, text: str, retry_after: float | None = None
+    ) -> ApiError:
         try:
             body = json.loads(text)
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("kind") == "Status":
-            return cls(request, status, str(body.get("reason", "")), str(body.get("message", "")))
-        return cls(request, status, "", text[:500])
+            reason, message = str(body.get("reason", "")), str(body.get("message", ""))
+            return cls(request, status, reason, message, retry_after)
+        return cls(request, status, "", text[:500], retry_after)
+
+
+# client-go's rest client sends a request the API server asked to retry later at most this many times
+# more; promsched waits at most this long however long the API server asks (APF asks for 1 s).
+MAX_RETRIES = 10
+MAX_RETRY_AFTER = 60.0
+
+
+def retry_delay(status: int, headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait before sending a request again, as client-go's `checkWait` reads them: a 429, or
+    any 5xx (an API server starting or overloaded), with a `Retry-After` of whole seconds; else None."""
+    if status != 429 and status < 500:
+        return None
+    value = headers.get(aiohttp.hdrs.RETRY_AFTER, "").strip()
+    if not value.isdigit():
+        return None
+    return min(float(value), MAX_RETRY_AFTER)
 
 
 class RenewalError(CredentialsError, aiohttp.ClientConnectionError):
@@ -100,12 +129,27 @@ async def _renewed(renew: Callable[[], str]) -> str:
 
 
 class KubeClient:
-    """One aiohttp session to one API server. Use as an async context manager."""
+    """One aiohttp session to one API server. Use as an async context manager.
 
-    def __init__(self, credentials: Credentials, timeout: float = 15.0, connections: int = 32) -> None:
+    With a `limiter`, every request (and every retry of one) first takes a token from it, at the
+    request's priority: kube-scheduler's `--kube-api-qps` and `--kube-api-burst`. A request the API
+    server answers with 429 (or 5xx) and a Retry-After is sent again after that wait, at most
+    `MAX_RETRIES` times; then its ApiError carries the last answer's Status."""
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        timeout: float = 15.0,
+        connections: int = 32,
+        *,
+        limiter: TokenBucket | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
         self.credentials = credentials
+        self.limiter = limiter
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._connections = connections
+        self._sleep = sleep
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeClient:
@@ -123,11 +167,36 @@ class KubeClient:
         await self.close()
 
     async def close(self) -> None:
+        if self.limiter is not None:
+            await self.limiter.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
 
     async def send(self, request: Request) -> Any:
+        retries = 0
+        while True:
+            if self.limiter is not None:
+                await self.limiter.take(request.priority)
+            try:
+                return await self._send_once(request)
+            except ApiError as error:
+                if error.retry_after is None or retries >= MAX_RETRIES:
+                    raise
+                retries += 1
+                logger.debug(
+                    "%s %s: %d %s, sending it again in %gs (retry %d of %d)",
+                    request.method,
+                    request.path,
+                    error.status,
+                    error.reason,
+                    error.retry_after,
+                    retries,
+                    MAX_RETRIES,
+                )
+                await self._sleep(error.retry_after)
+
+    async def _send_once(self, request: Request) -> Any:
         if self._session is None:
             raise RuntimeError("KubeClient used outside `async with`")
         headers = {"Accept": "application/json"}
@@ -149,7 +218,8 @@ class KubeClient:
                     f"the API server rejected {self.credentials.describe()}{again}",
                 )
             if response.status >= 300:
-                raise ApiError.from_response(request, response.status, text)
+                delay = retry_delay(response.status, response.headers)
+                raise ApiError.from_response(request, response.status, text, delay)
             return json.loads(text) if text else None
 
 

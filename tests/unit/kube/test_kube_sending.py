@@ -15,8 +15,18 @@ from pytest_aiohttp import AiohttpServer
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials, FixedToken
 from promsched.kube.requests import Request, bind_pod
-from promsched.kube.sending import ApiError, KubeClient, RenewalError, list_all
+from promsched.kube.sending import (
+    MAX_RETRIES,
+    MAX_RETRY_AFTER,
+    ApiError,
+    KubeClient,
+    RenewalError,
+    list_all,
+    retry_delay,
+)
+from promsched.kube.throttling import TokenBucket
 from promsched.sandbox import certifying
+from support.clocks import Clock
 from support.kubeconfigs import exec_plugin, exec_user, kubeconfig, runs_of, write_kubeconfig
 
 
@@ -199,3 +209,114 @@ async def test_tls_server_name_is_sent_and_verified_instead_of_the_servers_addre
     async with KubeClient(credentials("not-the-apiserver.example")) as client:
         with pytest.raises(aiohttp.ClientConnectorCertificateError, match=r"not-the-apiserver\.example"):
             await client.send(LIST_NAMESPACES)
+
+
+# ----- Retry-After ---------------------------------------------------------------------------------------
+
+
+class ThrottlingApiServer:
+    """Refuses with `answers` in turn (status, Retry-After header or None), then answers 200 with an
+    empty list; a refusal carries a Status, as the API server's priority and fairness writes it."""
+
+    def __init__(self, *answers: tuple[int, str | None]) -> None:
+        self.answers = list(answers)
+        self.requests = 0
+
+    def application(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self.handle)
+        return app
+
+    async def handle(self, _request: web.Request) -> web.Response:
+        self.requests += 1
+        if not self.answers:
+            return web.json_response({"kind": "NamespaceList", "items": []})
+        status, retry_after = self.answers.pop(0)
+        body = {
+            "kind": "Status",
+            "reason": "TooManyRequests" if status == 429 else "ServiceUnavailable",
+            "message": "Too many requests, please try again later.",
+            "code": status,
+        }
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        return web.json_response(body, status=status, headers=headers)
+
+
+class Sleeps:
+    """A sleep that records each wait instead of waiting (and moves `clock` on, if given)."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
+        self.seconds: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+        if self.clock is not None:
+            self.clock.advance(seconds)
+
+
+async def client_of(
+    api: ThrottlingApiServer,
+    aiohttp_server: AiohttpServer,
+    sleeps: Sleeps,
+    limiter: TokenBucket | None = None,
+) -> KubeClient:
+    server = await aiohttp_server(api.application())
+    credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
+    return KubeClient(credentials, sleep=sleeps, limiter=limiter)
+
+
+async def test_a_429_is_sent_again_after_its_retry_after(aiohttp_server: AiohttpServer) -> None:
+    api, sleeps = ThrottlingApiServer((429, "3"), (503, "1")), Sleeps()
+    async with await client_of(api, aiohttp_server, sleeps) as client:
+        assert await client.send(LIST_NAMESPACES) == {"kind": "NamespaceList", "items": []}
+    assert sleeps.seconds == [3.0, 1.0]
+    assert api.requests == 3
+
+
+async def test_each_attempt_takes_a_token(clock: Clock, aiohttp_server: AiohttpServer) -> None:
+    api, sleeps, waits = ThrottlingApiServer((429, "0"), (429, "0")), Sleeps(), Sleeps(clock)
+    limiter = TokenBucket(qps=4, burst=1, clock=clock, sleep=waits)
+    async with await client_of(api, aiohttp_server, sleeps, limiter) as client:
+        await client.send(LIST_NAMESPACES)
+    assert api.requests == 3
+    assert waits.seconds == [0.25, 0.25], "the two retries waited for their tokens"
+
+
+async def test_a_refusal_without_retry_after_is_an_error_at_once(aiohttp_server: AiohttpServer) -> None:
+    api, sleeps = ThrottlingApiServer((503, None)), Sleeps()
+    async with await client_of(api, aiohttp_server, sleeps) as client:
+        with pytest.raises(ApiError) as raised:
+            await client.send(LIST_NAMESPACES)
+    assert (raised.value.status, raised.value.retry_after) == (503, None)
+    assert (sleeps.seconds, api.requests) == ([], 1)
+
+
+async def test_retries_are_bounded_and_waits_capped_and_the_error_carries_the_status(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    api, sleeps = ThrottlingApiServer(*[(429, "3600")] * (MAX_RETRIES + 2)), Sleeps()
+    async with await client_of(api, aiohttp_server, sleeps) as client:
+        with pytest.raises(ApiError) as raised:
+            await client.send(LIST_NAMESPACES)
+    assert sleeps.seconds == [MAX_RETRY_AFTER] * MAX_RETRIES
+    assert api.requests == MAX_RETRIES + 1
+    assert (raised.value.status, raised.value.reason) == (429, "TooManyRequests")
+    assert str(raised.value) == (
+        "GET /api/v1/namespaces: 429 TooManyRequests: Too many requests, please try again later."
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "delay"),
+    [
+        (429, "0", 0.0),
+        (429, "7", 7.0),
+        (500, "2", 2.0),
+        (429, "soon", None),
+        (429, "-1", None),
+        (409, "5", None),
+    ],
+)
+def test_retry_after_is_read_as_client_go_reads_it(status: int, header: str, delay: float | None) -> None:
+    assert retry_delay(status, {"Retry-After": header}) == delay
