@@ -54,9 +54,38 @@ def ready_without_taints(sandbox: Sandbox, names: list[str]) -> bool:
 
 
 @pytest.fixture
-def gap_nodes(sandbox: Sandbox, cluster: Cluster) -> Iterator[list[str]]:
+def proxy(sandbox: Sandbox) -> Iterator[StallingProxy]:
+    relay = StallingProxy(("127.0.0.1", sandbox.state.ports["apiserver"]))
+    try:
+        yield relay
+    finally:
+        relay.close()
+
+
+@pytest.fixture
+def through_proxy(
+    sandbox: Sandbox, operator: Operator, proxy: StallingProxy, tmp_path: Path
+) -> Iterator[Operator]:
+    """The operator, alone, reaching the API server through `proxy`. No periodic safety net: only the
+    lists that follow Kopf's own (after 410 Gone) may find what a watch gap hid."""
+    kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    proxied = tmp_path / "kubeconfig"
+    proxied.write_text(yaml.safe_dump(kubeconfig))
+    operator.stop()
+    running = Operator(sandbox, "promsched-gap", ("--kubeconfig", str(proxied), "--resync-interval", "0"))
+    try:
+        yield running.start()
+    finally:
+        running.stop()
+        operator.start()
+
+
+@pytest.fixture
+def gap_nodes(sandbox: Sandbox, cluster: Cluster, through_proxy: Operator) -> Iterator[list[str]]:
     """Two kwok nodes of this test's own, tainted and labelled so that only its pods go there: a
-    small one (1 CPU) and a large one (3.9 CPUs)."""
+    small one (1 CPU) and a large one (3.9 CPUs). Made once the operator runs, so that the lists it
+    makes after Kopf's own at start-up are long over when the test cuts it off."""
     names = [f"{cluster.namespace}-small", f"{cluster.namespace}-large"]
     taint = {"key": GAP_KEY, "value": cluster.namespace, "effect": "NoSchedule"}
     manifests = []
@@ -67,9 +96,8 @@ def gap_nodes(sandbox: Sandbox, cluster: Cluster) -> Iterator[list[str]]:
         if index == 0:
             manifest["status"]["allocatable"]["cpu"] = "1"
         manifests.append(manifest)
-    sandbox.kubectl(
-        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
-    )
+    listed = {"apiVersion": "v1", "kind": "List", "items": manifests}
+    sandbox.kubectl("create", "-f", "-", input=json.dumps(listed))
     try:
         eventually(lambda: ready_without_taints(sandbox, names), bool, what="the test's nodes Ready")
         yield names
@@ -80,65 +108,49 @@ def gap_nodes(sandbox: Sandbox, cluster: Cluster) -> Iterator[list[str]]:
 
 
 def test_deletions_during_a_watch_gap_free_the_pods_room_and_drop_the_node(
-    sandbox: Sandbox, operator: Operator, cluster: Cluster, gap_nodes: list[str], tmp_path: Path
+    sandbox: Sandbox, cluster: Cluster, proxy: StallingProxy, through_proxy: Operator, gap_nodes: list[str]
 ) -> None:
     small, large = gap_nodes
-    proxy = StallingProxy(("127.0.0.1", sandbox.state.ports["apiserver"]))
-    kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
-    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
-    proxied = tmp_path / "kubeconfig"
-    proxied.write_text(yaml.safe_dump(kubeconfig))
     cluster.policy(CPU)
-    operator.stop()
-    # No periodic safety net: only the lists that follow Kopf's own (after 410 Gone) may find the gap.
-    through_proxy = Operator(
-        sandbox, "promsched-gap", ("--kubeconfig", str(proxied), "--resync-interval", "0")
-    )
     toleration = {"key": GAP_KEY, "operator": "Equal", "value": cluster.namespace, "effect": "NoSchedule"}
     on_gap_nodes = {"nodeSelector": {GAP_KEY: cluster.namespace}, "tolerations": [toleration]}
     on_small = {**on_gap_nodes, "nodeSelector": {"kubernetes.io/hostname": small}}
-    try:
-        through_proxy.start()
-        cluster.pod("holder", cpu="800m", **on_small)
-        eventually(cluster.node_of, lambda placed: placed.get("holder") == small, what="holder bound")
-        cluster.pod("waiting", cpu="800m", **on_small)
-        told = eventually(
-            lambda: [e["message"] for e in cluster.events("waiting") if e["reason"] == "FailedScheduling"],
-            bool,
-            what="waiting told it does not fit",
-        )
-        assert "Insufficient cpu" in told[-1]
-        before = drift(through_proxy)
+    cluster.pod("holder", cpu="800m", **on_small)
+    eventually(cluster.node_of, lambda placed: placed.get("holder") == small, what="holder bound")
+    cluster.pod("waiting", cpu="800m", **on_small)
+    told = eventually(
+        lambda: [e["message"] for e in cluster.events("waiting") if e["reason"] == "FailedScheduling"],
+        bool,
+        what="waiting told it does not fit",
+    )
+    assert "Insufficient cpu" in told[-1]
+    before = drift(through_proxy)
 
-        proxy.cut()
-        sandbox.kubectl("delete", "pod", "holder", "-n", cluster.namespace, "--force", "--grace-period=0")
-        sandbox.kubectl("delete", "node", large)
-        Supervisor(sandbox.directory).restart("kube-apiserver")
-        eventually(
-            lambda: sandbox.kubectl("get", "--raw", "/readyz", check=False).returncode,
-            lambda code: code == 0,
-            what="the API server back",
-        )
-        proxy.mend()
+    proxy.cut()
+    sandbox.kubectl("delete", "pod", "holder", "-n", cluster.namespace, "--force", "--grace-period=0")
+    sandbox.kubectl("delete", "node", large)
+    Supervisor(sandbox.directory).restart("kube-apiserver")
+    eventually(
+        lambda: sandbox.kubectl("get", "--raw", "/readyz", check=False).returncode,
+        lambda code: code == 0,
+        what="the API server back",
+    )
+    proxy.mend()
 
-        # The watches resume from resourceVersions the restarted API server no longer serves (410 Gone):
-        # what the operator's own lists find then is what no event told, so it counts as drift.
-        eventually(
-            lambda: drift(through_proxy),
-            lambda now: all(now.get(kind, 0.0) > before.get(kind, 0.0) for kind in ("pods", "nodes")),
-            timeout=120,
-            what="the deleted pod and node found missing by a list",
-        )
-        eventually(cluster.node_of, lambda placed: placed.get("waiting") == small, what="waiting bound")
-        names = [f"after-{index}" for index in range(4)]
-        for name in names:
-            cluster.pod(name, cpu="50m", **on_gap_nodes)
-        placed = eventually(
-            cluster.node_of, lambda now: all(now.get(name) for name in names), what="the later pods bound"
-        )
-        assert {placed[name] for name in names} == {small}
-        assert violations(sandbox, {cluster.scheduler_name}, through_proxy.url) == []
-    finally:
-        through_proxy.stop()
-        proxy.close()
-        operator.start()
+    # The watches resume from resourceVersions the restarted API server no longer serves (410 Gone):
+    # what the operator's own lists find then is what no event told, so it counts as drift.
+    eventually(
+        lambda: drift(through_proxy),
+        lambda now: all(now.get(kind, 0.0) > before.get(kind, 0.0) for kind in ("pods", "nodes")),
+        timeout=120,
+        what="the deleted pod and node found missing by a list",
+    )
+    eventually(cluster.node_of, lambda placed: placed.get("waiting") == small, what="waiting bound")
+    names = [f"after-{index}" for index in range(4)]
+    for name in names:
+        cluster.pod(name, cpu="50m", **on_gap_nodes)
+    placed = eventually(
+        cluster.node_of, lambda now: all(now.get(name) for name in names), what="the later pods bound"
+    )
+    assert {placed[name] for name in names} == {small}
+    assert violations(sandbox, {cluster.scheduler_name}, through_proxy.url) == []
