@@ -7,10 +7,11 @@ None, and nothing tells of those deleted in between. So the intake lists each ki
 informer does, and a list replaces: an object held at a version no newer than the list's that the list
 lacks is removed exactly as its DELETED event would remove it, with the same queue effects.
 
-A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (one list of a kind at
-a time; requests meanwhile fold into one more), and every `resync_interval` seconds as a safety net. A
-difference a later list finds and no watch event explains within `drift_grace` seconds is drift: logged,
-counted in promsched_cache_drift_total{kind}, and repaired (it was applied from the list at once).
+A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (once Kopf's listing has
+stopped coming for `relist_quiet` seconds; one list of a kind at a time, requests meanwhile fold into
+one more), and every `resync_interval` seconds as a safety net. A difference a later list finds and no
+watch event explains within `drift_grace` seconds is drift: logged, counted in
+promsched_cache_drift_total{kind}, and repaired (it was applied from the list at once).
 
 Every state passes the kind's version guard (`versions.Versions`), so an object only moves forward. The
 intake also keeps the pending pods (unbound and live, whoever schedules them) and gives parked pods
@@ -31,6 +32,7 @@ import aiohttp
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
@@ -190,7 +192,9 @@ class Intake:
         name = obj.get("metadata", {}).get("name", "")
         if deleted:
             self.unusable_nodes.pop(name, None)
-            self.cache.remove_node(name)
+            if name in self.cache.nodes:
+                self.cache.remove_node(name)
+                self.queue.move_all_to_active("node deleted", ClusterEvent.NODE_DELETED)
             return
         try:
             node = NodeInfo.from_object(obj)
@@ -200,8 +204,9 @@ class Intake:
             self.cache.remove_node(name)
             return
         self.unusable_nodes.pop(name, None)
+        event = ClusterEvent.NODE_UPDATED if name in self.cache.nodes else ClusterEvent.NODE_ADDED
         if self.cache.upsert_node(node):
-            self.queue.move_all_to_active("node changed")
+            self.queue.move_all_to_active("node added or changed", event)
 
     def _apply_pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         uid = obj.get("metadata", {}).get("uid", "")
@@ -209,7 +214,7 @@ class Intake:
             self.pending.pop(uid, None)
             self.queue.remove(uid)
             if self.cache.remove_pod(uid):
-                self.queue.move_all_to_active("pod deleted")
+                self.queue.move_all_to_active("pod deleted", ClusterEvent.ASSIGNED_POD_DELETED)
             return
         try:
             pod = PodInfo.from_object(obj)
@@ -229,17 +234,21 @@ class Intake:
         previous = self.cache.counted.get(pod.uid)
         was_assumed = pod.uid in self.cache.assumed
         if self.cache.observe_pod(pod):
-            self.queue.move_all_to_active("pod finished")
+            self.queue.move_all_to_active("pod finished", ClusterEvent.ASSIGNED_POD_DELETED)
             return
         if not pod.node_name or pod.is_terminal:
             return
         if previous is None or was_assumed:
             cache = self.cache
             self.queue.move_all_to_active(
-                "pod placed", only=lambda waiting: _placement_may_help(waiting, pod, cache)
+                "pod placed",
+                ClusterEvent.ASSIGNED_POD_ADDED,
+                only=lambda waiting: _placement_may_help(waiting, pod, cache),
             )
         elif previous[1].labels != pod.labels:
-            self.queue.move_all_to_active("pod relabelled", only=_has_interpod_rules)
+            self.queue.move_all_to_active(
+                "pod relabelled", ClusterEvent.ASSIGNED_POD_UPDATED, only=_has_interpod_rules
+            )
 
     def _apply_namespace(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata", {})
@@ -247,7 +256,9 @@ class Intake:
         if deleted:
             self.cache.remove_namespace(name)
         elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
-            self.queue.move_all_to_active("namespace relabelled", only=_has_interpod_rules)
+            self.queue.move_all_to_active(
+                "namespace relabelled", ClusterEvent.NAMESPACE_UPDATED, only=_has_interpod_rules
+            )
 
     def _apply_claim(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata", {})
@@ -258,6 +269,7 @@ class Intake:
         if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
             self.queue.move_all_to_active(
                 "claim changed",
+                ClusterEvent.CLAIM_CHANGED,
                 only=lambda waiting: (
                     waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
                 ),
@@ -268,14 +280,16 @@ class Intake:
         if deleted:
             self.cache.remove_volume(name)
         elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
-            self.queue.move_all_to_active("volume changed", only=_uses_claims)
+            self.queue.move_all_to_active("volume changed", ClusterEvent.VOLUME_CHANGED, only=_uses_claims)
 
     def _apply_storage_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
         if deleted:
             self.cache.remove_storage_class(name)
         elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
-            self.queue.move_all_to_active("storage class changed", only=_uses_claims)
+            self.queue.move_all_to_active(
+                "storage class changed", ClusterEvent.STORAGE_CLASS_CHANGED, only=_uses_claims
+            )
 
     # ----- lists ----------------------------------------------------------------------------------
 
