@@ -32,6 +32,7 @@ from promsched.scheduling.filters import (
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
+from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import nodes_freed_by_preemption, preemption_note
 from promsched.scheduling.resources import Resources
@@ -51,6 +52,8 @@ class Outcome:
     total_nodes: int
     message: str = ""
     next_start: int = 0  # where the next pod's search over the nodes starts
+    # The cluster events that may make the pod fit, when it fits nowhere: the rejecting filters' own.
+    lifted_by: ClusterEvent = ClusterEvent.NONE
 
 
 # kube-scheduler's percentageOfNodesToScore default: every node in small clusters; in large ones, stop
@@ -240,10 +243,13 @@ def decide(
     if isinstance(checks, Rejection):
         everywhere = {checks.message: total_nodes} if total_nodes else {}
         message = summarize_rejection(total_nodes, checks)
-        return Outcome(None, (), everywhere, total_nodes, message, next_start=start)
+        lifted_by = checks.lifted_by | ClusterEvent.NODE_ADDED
+        return Outcome(None, (), everywhere, total_nodes, message, next_start=start, lifted_by=lifted_by)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
     filtered: Counter[str] = Counter()
-    failed: list[tuple[str, str]] = []
+    failed: list[tuple[str, Status]] = []
+    # A node added to the cluster may fit any pod: kube's plugins all register NodeAdd.
+    lifted_by = ClusterEvent.NODE_ADDED
     ranked: list[NodeResult] = []
     names = list(cache.nodes)
     wanted = feasible_nodes_to_find(total_nodes)
@@ -257,14 +263,15 @@ def decide(
             name = order[position]
             position += 1
             node = cache.nodes[name]
-            reason = run_filters(pod, node, cache.usage_of(name), filters)
-            if reason is None and checks:
-                reason = run_checks(node, checks)
-            if reason is None:
+            status = run_filters(pod, node, cache.usage_of(name), filters)
+            if status is None and checks:
+                status = run_checks(node, checks)
+            if status is None:
                 feasible.append(name)
             else:
-                filtered[reason] += 1
-                failed.append((name, reason))
+                filtered[status.reason] += 1
+                failed.append((name, status))
+                lifted_by |= status.lifted_by
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
         extra_load = herd_adjustments(cache, memo, feasible)
         for result in score_nodes(snapshot, feasible, extra_load=extra_load, memo=memo.scores):
@@ -272,13 +279,14 @@ def decide(
                 ranked.append(result)
             else:
                 filtered[result.reasons[0].key] += 1
+                lifted_by |= ClusterEvent.METRICS_REFRESHED
     next_start = (start + position) % total_nodes if total_nodes else 0
     if not ranked:
         message = summarize_failures(total_nodes, filtered)
         freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks, memo.scores)
         if freed:
             message += preemption_note(freed)
-        return Outcome(None, (), dict(filtered), total_nodes, message, next_start)
+        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total

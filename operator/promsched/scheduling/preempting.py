@@ -15,8 +15,9 @@ from typing import Final
 from promsched.metrics.scoring import ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.filters import Filter, eviction_may_help, run_checks, run_filters
+from promsched.scheduling.filters import Filter, run_checks, run_filters
 from promsched.scheduling.filters.checks import NodeCheck
+from promsched.scheduling.filters.statuses import Status
 from promsched.scheduling.pods import PREEMPT_NEVER, PodInfo
 
 NOT_DONE: Final = "promsched does not preempt lower-priority pods"
@@ -26,20 +27,20 @@ def nodes_freed_by_preemption(
     pod: PodInfo,
     cache: ClusterCache,
     snapshot: Snapshot,
-    failed: Sequence[tuple[str, str]],
+    failed: Sequence[tuple[str, Status]],
     filters: Sequence[Filter],
     checks: Sequence[NodeCheck],
     scores: ScoreMemo | None = None,
 ) -> int:
-    """How many of the `failed` nodes ((node, reason) pairs) would fit `pod` once their lower-priority
+    """How many of the `failed` nodes ((node, rejection) pairs) would fit `pod` once their lower-priority
     pods were evicted."""
     if pod.preemption_policy == PREEMPT_NEVER:
         return 0
     freed = 0
-    for name, reason in failed:
+    for name, status in failed:
         node = cache.nodes[name]
         victims = [other for other in cache.node_pods.get(name, {}).values() if other.priority < pod.priority]
-        if not victims or not eviction_may_help(reason):
+        if not victims or not status.eviction_may_help:
             continue
         usage = cache.usage_of(name).without(victims)
         for check in checks:

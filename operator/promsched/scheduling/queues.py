@@ -2,8 +2,10 @@
 
 - active: pods ready for a cycle, highest priority first, then by arrival;
 - backoff: pods whose last attempt failed with an error, waiting 1 s doubling to 10 s;
-- unschedulable: pods that fit nowhere, parked until the cluster changes (a node added or changed, a
-  pod deleted, a policy changed) or a periodic flush, when they go back through backoff.
+- unschedulable: pods that fit nowhere, parked until a cluster event that may make them fit (one the
+  filters that rejected them declared: a node added or changed, a pod deleted, a policy changed...)
+  or until they have waited `max_unschedulable_seconds` (kube's podMaxInUnschedulablePodsDuration,
+  5 minutes), when they go back through backoff.
 
 Each pod is in the queue at most once, keyed by UID. A pod popped for a cycle is "in flight" until the
 cycle says `done`, `backoff` or `unschedulable`; an update that arrives meanwhile is kept for the next
@@ -22,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.pods import PodInfo
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
-UNSCHEDULABLE_FLUSH = 30.0
+MAX_UNSCHEDULABLE_SECONDS = 300.0
 
 
 class Where(Enum):
@@ -44,6 +47,7 @@ class QueuedPod:
     where: Where = Where.ACTIVE
     ready_at: float = 0.0  # backoff: when it may go back to active
     parked_at: float = 0.0  # unschedulable: when it was parked
+    lifted_by: ClusterEvent = ClusterEvent.ANY  # unschedulable: the events that may make it fit
     sequence: int = 0  # heap entries carrying another sequence are stale
     pending_update: bool = False
 
@@ -51,6 +55,7 @@ class QueuedPod:
 @dataclass
 class SchedulingQueue:
     clock: Callable[[], float] = time.monotonic
+    max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS
     entries: dict[str, QueuedPod] = field(default_factory=dict)
     _active: list[tuple[int, int, str]] = field(default_factory=list)
     _backoff: list[tuple[float, int, str]] = field(default_factory=list)
@@ -118,7 +123,7 @@ class SchedulingQueue:
 
     def _flush_unschedulable(self, now: float) -> None:
         for entry in self._parked_entries():
-            if now - entry.parked_at >= UNSCHEDULABLE_FLUSH:
+            if now - entry.parked_at >= self.max_unschedulable_seconds:
                 self._push_active(entry)
 
     def pop_nowait(self) -> QueuedPod | None:
@@ -158,8 +163,9 @@ class SchedulingQueue:
         if entry is not None:
             self._push_backoff(entry)
 
-    def unschedulable(self, uid: str) -> None:
-        """No node fits; park it until the cluster changes. A change seen during the cycle retries it."""
+    def unschedulable(self, uid: str, lifted_by: ClusterEvent = ClusterEvent.ANY) -> None:
+        """No node fits; park it until one of the `lifted_by` events. A change of the pod seen during
+        the cycle retries it."""
         entry = self.entries.get(uid)
         if entry is None:
             return
@@ -168,6 +174,7 @@ class SchedulingQueue:
             return
         entry.where = Where.UNSCHEDULABLE
         entry.parked_at = self.clock()
+        entry.lifted_by = lifted_by
         self._parked.add(uid)
 
     def requeue(self, pod: PodInfo, added_at: float, attempts: int) -> None:
@@ -176,12 +183,18 @@ class SchedulingQueue:
         self.entries[pod.uid] = entry
         self._push_backoff(entry)
 
-    def move_all_to_active(self, reason: str, only: Callable[[PodInfo], bool] | None = None) -> int:
-        """The cluster changed (`reason`); parked pods get another try, through backoff if it is not over.
-        With `only`, just the parked pods the change may help (kube's queueing hints)."""
+    def move_all_to_active(
+        self,
+        reason: str,
+        event: ClusterEvent = ClusterEvent.ANY,
+        only: Callable[[PodInfo], bool] | None = None,
+    ) -> int:
+        """The cluster changed (`reason`, an `event`); the parked pods it may help get another try,
+        through backoff if theirs is not over: those rejected by a filter that declared the event, and
+        with `only`, those the change concerns (kube's queueing hints)."""
         moved = 0
         for entry in self._parked_entries():
-            if only is None or only(entry.pod):
+            if entry.lifted_by & event and (only is None or only(entry.pod)):
                 self._push_backoff(entry, since=entry.parked_at)
                 moved += 1
         self._flush_backoff(self.clock())

@@ -31,10 +31,11 @@ from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
 from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
-from promsched.scheduling.queues import QueuedPod, SchedulingQueue
+from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
 logger = logging.getLogger(__name__)
@@ -68,13 +69,14 @@ class Scheduler:
         bind_concurrency: int = BIND_CONCURRENCY,
         resync_interval: float = RESYNC_INTERVAL,
         refresher_factory: RefresherFactory = Refresher,
+        max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
     ) -> None:
         self.sender = sender
         self.namespaces = namespaces  # None: pods of every namespace are scheduled
         self.filters = filters
         self.rng = rng or random.Random()
         self.cache = ClusterCache()
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(max_unschedulable_seconds=max_unschedulable_seconds)
         self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
@@ -204,6 +206,9 @@ class Scheduler:
     def _snapshot_taken(self, *, first: bool) -> None:
         if first:
             self.queue.move_all_to_active("first metrics of a policy")
+        else:
+            # Load thresholds judge the nodes anew: the pods they kept out may fit now.
+            self.queue.move_all_to_active("metrics refreshed", ClusterEvent.METRICS_REFRESHED)
 
     async def flush_statuses(self) -> None:
         """Write every changed policy status (one merge patch per policy)."""
@@ -298,18 +303,18 @@ class Scheduler:
             return None
         if runtime.refresher is None:
             # The policy cannot read metrics (e.g. its Prometheus is not allowed); it must not place pods.
-            self._unschedulable(
-                entry, runtime, None, f"policy {runtime.name} is not ready: {runtime.invalid}"
-            )
+            message = f"policy {runtime.name} is not ready: {runtime.invalid}"
+            self._unschedulable(entry, runtime, None, message, ClusterEvent.POLICY_CHANGED)
             return None
         if not has_refreshed(runtime.refresher.latest):
             # Before its first refresh a policy knows no load: every node would score alike. Wait
             # (silently: nothing is wrong) until the first snapshot moves the pod back.
-            self.queue.unschedulable(pod.uid)
+            self.queue.unschedulable(pod.uid, ClusterEvent.METRICS_REFRESHED)
             return None
         if pod.unsupported:
             message = "; ".join(f"{item} is not supported by promsched yet" for item in pod.unsupported)
-            self._unschedulable(entry, runtime, None, message)
+            # Only a change of the pod itself (which requeues it) can lift this.
+            self._unschedulable(entry, runtime, None, message, ClusterEvent.NONE)
             return None
         started = time.perf_counter()
         snapshot = runtime.refresher.latest
@@ -337,7 +342,7 @@ class Scheduler:
                 runtime.status.record_scheduled(pod.uid, decision)
             return outcome
         if outcome.node is None:
-            self._unschedulable(entry, runtime, decision, outcome.message)
+            self._unschedulable(entry, runtime, decision, outcome.message, outcome.lifted_by)
             return outcome
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
@@ -364,9 +369,14 @@ class Scheduler:
         )
 
     def _unschedulable(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision | None, message: str
+        self,
+        entry: QueuedPod,
+        runtime: PolicyRuntime,
+        decision: Decision | None,
+        message: str,
+        lifted_by: ClusterEvent,
     ) -> None:
-        self.queue.unschedulable(entry.pod.uid)
+        self.queue.unschedulable(entry.pod.uid, lifted_by)
         telemetry.schedule_attempts.labels("unschedulable", runtime.name).inc()
         runtime.status.record_unschedulable(entry.pod.uid, message, decision)
         self.binder.report_unschedulable(entry.pod, message, runtime.scheduler_name)

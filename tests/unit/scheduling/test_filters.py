@@ -21,6 +21,7 @@ from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.nodes import NodeUsage
 from promsched.scheduling.pods import HostPort, PodInfo
 from support.objects import node, pod
+from support.statuses import reason_of
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -59,11 +60,14 @@ def containers(*requests: dict[str, str], ports: list[dict[str, Any]] | None = N
     ],
 )
 def test_cordoned_node(tolerations: list[dict[str, str]], reason: str | None) -> None:
-    assert NodeUnschedulable().filter(pod(tolerations=tolerations), node(unschedulable=True), IDLE) == reason
+    assert (
+        reason_of(NodeUnschedulable().filter(pod(tolerations=tolerations), node(unschedulable=True), IDLE))
+        == reason
+    )
 
 
 def test_uncordoned_node_passes() -> None:
-    assert NodeUnschedulable().filter(pod(), node(), IDLE) is None
+    assert reason_of(NodeUnschedulable().filter(pod(), node(), IDLE)) is None
 
 
 # --- TaintToleration ---------------------------------------------------------------------------------
@@ -110,7 +114,9 @@ def test_uncordoned_node_passes() -> None:
     ],
 )
 def test_taints(taints: list[dict[str, str]], tolerations: list[dict[str, str]], reason: str | None) -> None:
-    assert TaintToleration().filter(pod(tolerations=tolerations), node(taints=taints), IDLE) == reason
+    assert (
+        reason_of(TaintToleration().filter(pod(tolerations=tolerations), node(taints=taints), IDLE)) == reason
+    )
 
 
 # --- NodeReadiness -----------------------------------------------------------------------------------
@@ -140,13 +146,14 @@ def test_taints(taints: list[dict[str, str]], tolerations: list[dict[str, str]],
     ],
 )
 def test_readiness(ready: str | None, tolerations: list[dict[str, str]], reason: str | None) -> None:
-    assert NodeReadiness().filter(pod(tolerations=tolerations), node(ready=ready), IDLE) == reason
+    assert reason_of(NodeReadiness().filter(pod(tolerations=tolerations), node(ready=ready), IDLE)) == reason
 
 
 def test_not_ready_taint_gives_kubes_message() -> None:
     tainted = node(ready="False", taints=[taint("node.kubernetes.io/not-ready")])
     assert (
-        run_filters(pod(), tainted, IDLE) == "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+        reason_of(run_filters(pod(), tainted, IDLE))
+        == "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
     )
 
 
@@ -183,7 +190,7 @@ LABELS = {"zone": "a", "disk": "ssd", "cores": "16"}
     ],
 )
 def test_node_selector(node_selector: dict[str, str], matches: bool) -> None:
-    reason = NodeAffinity().filter(pod(nodeSelector=node_selector), node(labels=LABELS), IDLE)
+    reason = reason_of(NodeAffinity().filter(pod(nodeSelector=node_selector), node(labels=LABELS), IDLE))
     assert reason == (None if matches else AFFINITY)
 
 
@@ -240,13 +247,13 @@ def test_node_selector(node_selector: dict[str, str], matches: bool) -> None:
     ],
 )
 def test_required_node_affinity(terms: tuple[dict[str, Any], ...], matches: bool) -> None:
-    reason = NodeAffinity().filter(pod(affinity=required(*terms)), node("n1", labels=LABELS), IDLE)
+    reason = reason_of(NodeAffinity().filter(pod(affinity=required(*terms)), node("n1", labels=LABELS), IDLE))
     assert reason == (None if matches else AFFINITY)
 
 
 def test_node_selector_and_affinity_must_both_match() -> None:
     spec = {"nodeSelector": {"zone": "b"}, "affinity": required(expressions(expression("disk", "Exists")))}
-    assert NodeAffinity().filter(pod(**spec), node(labels=LABELS), IDLE) == AFFINITY
+    assert reason_of(NodeAffinity().filter(pod(**spec), node(labels=LABELS), IDLE)) == AFFINITY
 
 
 # --- the NodeAffinity PreFilter's node names ---------------------------------------------------------
@@ -257,15 +264,15 @@ def daemon_pod(node_name: str) -> PodInfo:
 
 
 def test_node_names_confine_the_pod() -> None:
-    assert AffinityNodeNames().filter(daemon_pod("n1"), node("n1"), IDLE) is None
-    assert AffinityNodeNames().filter(daemon_pod("n1"), node("n2"), IDLE) == NAMED_ELSEWHERE
-    assert AffinityNodeNames().filter(pod(), node("n2"), IDLE) is None
+    assert reason_of(AffinityNodeNames().filter(daemon_pod("n1"), node("n1"), IDLE)) is None
+    assert reason_of(AffinityNodeNames().filter(daemon_pod("n1"), node("n2"), IDLE)) == NAMED_ELSEWHERE
+    assert reason_of(AffinityNodeNames().filter(pod(), node("n2"), IDLE)) is None
 
 
 def test_other_nodes_are_reported_by_the_prefilter_before_any_filter() -> None:
     cordoned_elsewhere = node("n2", unschedulable=True, taints=[taint("dedicated", "x")])
-    assert run_filters(daemon_pod("n1"), cordoned_elsewhere, IDLE) == NAMED_ELSEWHERE
-    assert run_filters(daemon_pod("n2"), cordoned_elsewhere, IDLE) == UNSCHEDULABLE
+    assert reason_of(run_filters(daemon_pod("n1"), cordoned_elsewhere, IDLE)) == NAMED_ELSEWHERE
+    assert reason_of(run_filters(daemon_pod("n2"), cordoned_elsewhere, IDLE)) == UNSCHEDULABLE
 
 
 # --- NodeResourcesFit --------------------------------------------------------------------------------
@@ -306,8 +313,10 @@ def test_fit(requests: dict[str, str], usage: NodeUsage | str, reason: str | Non
         "three pods": used(pod(), pod(), pod()),
     }
     node_usage = placed[usage] if isinstance(usage, str) else usage
-    fitting = NodeResourcesFit().filter(
-        pod(containers=containers(requests)), node(allocatable=GPU_NODE), node_usage
+    fitting = reason_of(
+        NodeResourcesFit().filter(
+            pod(containers=containers(requests)), node(allocatable=GPU_NODE), node_usage
+        )
     )
     assert fitting == reason
 
@@ -340,10 +349,10 @@ def test_ports_filter() -> None:
             {}, ports=[{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]
         )
     )
-    assert NodePorts().filter(web, node(), IDLE) is None
-    assert NodePorts().filter(web, node(), used(web)) == PORTS
-    assert NodePorts().filter(web, node(), used(dns)) is None
-    assert NodePorts().filter(pod(), node(), used(web)) is None
+    assert reason_of(NodePorts().filter(web, node(), IDLE)) is None
+    assert reason_of(NodePorts().filter(web, node(), used(web))) == PORTS
+    assert reason_of(NodePorts().filter(web, node(), used(dns))) is None
+    assert reason_of(NodePorts().filter(pod(), node(), used(web))) is None
 
 
 # --- registry and running ----------------------------------------------------------------------------
@@ -370,16 +379,19 @@ def test_run_filters_gives_the_first_reason() -> None:
         allocatable={"cpu": "1", "pods": "0"},
     )
     picky = pod(nodeSelector={"zone": "a"}, containers=containers({"cpu": "2"}))
-    assert run_filters(picky, worst, IDLE) == UNSCHEDULABLE
-    assert run_filters(picky, worst, IDLE, DEFAULT_FILTERS[2:]) == "node(s) had untolerated taint {a: }"
-    assert run_filters(picky, worst, IDLE, DEFAULT_FILTERS[3:]) == NOT_READY
-    assert run_filters(picky, worst, IDLE, DEFAULT_FILTERS[4:]) == AFFINITY
-    assert run_filters(picky, worst, IDLE, DEFAULT_FILTERS[6:]) == "Too many pods"
+    assert reason_of(run_filters(picky, worst, IDLE)) == UNSCHEDULABLE
+    assert (
+        reason_of(run_filters(picky, worst, IDLE, DEFAULT_FILTERS[2:]))
+        == "node(s) had untolerated taint {a: }"
+    )
+    assert reason_of(run_filters(picky, worst, IDLE, DEFAULT_FILTERS[3:])) == NOT_READY
+    assert reason_of(run_filters(picky, worst, IDLE, DEFAULT_FILTERS[4:])) == AFFINITY
+    assert reason_of(run_filters(picky, worst, IDLE, DEFAULT_FILTERS[6:])) == "Too many pods"
 
 
 def test_run_filters_passes_a_good_node() -> None:
-    assert run_filters(pod(containers=containers({"cpu": "1"})), node(), IDLE) is None
-    assert run_filters(pod(), node(unschedulable=True), IDLE, ()) is None
+    assert reason_of(run_filters(pod(containers=containers({"cpu": "1"})), node(), IDLE)) is None
+    assert reason_of(run_filters(pod(), node(unschedulable=True), IDLE, ())) is None
 
 
 # --- the FailedScheduling message --------------------------------------------------------------------

@@ -12,6 +12,7 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import affinity, anti_affinity, cache_with, decide_evenly, required_term
+from support.statuses import reason_of
 
 ANTI = "node(s) didn't match pod anti-affinity rules"
 EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -148,13 +149,13 @@ def test_removing_a_pod_from_the_prepared_counts_lifts_its_anti_affinity() -> No
     )
     assert check is not None
     n1 = cache.nodes["n1"]
-    assert check.check(n1) == ANTI
+    assert reason_of(check.check(n1)) == ANTI
     check.remove_pod(blocking, n1)
-    assert check.check(n1) == EXISTING
+    assert reason_of(check.check(n1)) == EXISTING
     check.remove_pod(repelling, n1)
-    assert check.check(n1) is None
+    assert reason_of(check.check(n1)) is None
     check.add_pod(blocking, n1)
-    assert check.check(n1) == ANTI
+    assert reason_of(check.check(n1)) == ANTI
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,15 @@ import asyncio
 
 import pytest
 
-from promsched.scheduling.queues import SchedulingQueue, Where, backoff_seconds
+from promsched.scheduling.deciding import decide
+from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.filters.statuses import ClusterEvent
+from promsched.scheduling.filters.taints import TaintToleration
+from promsched.scheduling.queues import MAX_BACKOFF, SchedulingQueue, Where, backoff_seconds
 from support.clocks import Clock
-from support.objects import pod_info
+from support.objects import node, pod, pod_info
+from support.placement import cache_with
+from support.snapshots import cpu_snapshot
 
 
 @pytest.fixture
@@ -96,7 +102,7 @@ def test_parked_pods_are_flushed_periodically(queue: SchedulingQueue, clock: Clo
         entry = await queue.pop(flush_interval=0.01)
         return entry.pod.name
 
-    clock.now += 31
+    clock.now += queue.max_unschedulable_seconds + 1  # kube's podMaxInUnschedulablePodsDuration: 5 min
     assert asyncio.run(pop()) == "a"
 
 
@@ -117,3 +123,30 @@ async def test_pop_wakes_up_when_a_pod_arrives(queue: SchedulingQueue) -> None:
     queue.add_or_update(pod_info("late"))
     entry = await asyncio.wait_for(waiter, timeout=5)
     assert entry.pod.name == "late"
+
+
+def test_a_parked_pod_goes_back_only_on_an_event_its_rejecting_filters_declared(
+    queue: SchedulingQueue, clock: Clock
+) -> None:
+    queue.add_or_update(pod_info("tainted-out"))
+    queue.add_or_update(pod_info("too-big"))
+    queue.pop_nowait()
+    queue.pop_nowait()
+    queue.unschedulable("uid-tainted-out", TaintToleration.events)
+    queue.unschedulable("uid-too-big", NodeResourcesFit.events)
+    clock.now += MAX_BACKOFF
+    assert queue.move_all_to_active("pod deleted", ClusterEvent.ASSIGNED_POD_DELETED) == 1
+    assert popped(queue) == ["too-big"]
+    assert queue.move_all_to_active("metrics refreshed", ClusterEvent.METRICS_REFRESHED) == 0
+    assert queue.move_all_to_active("node changed", ClusterEvent.NODE_UPDATED) == 1
+    assert popped(queue) == ["tainted-out"]
+
+
+def test_decide_says_which_events_may_lift_a_rejection() -> None:
+    tainted = node("n2", cpu="1", taints=[{"key": "k", "effect": "NoSchedule"}])
+    cache = cache_with([node("n1", cpu="1"), tainted])
+    outcome = decide(pod("big", cpu="2"), cache, cpu_snapshot({"n1": 10.0, "n2": 10.0}))
+    assert outcome.node is None
+    # Too big for n1 (room frees when a pod goes) and tainted n2 (its taints may change).
+    assert outcome.lifted_by == (ClusterEvent.NODE_ADDED | NodeResourcesFit.events | TaintToleration.events)
+    assert not outcome.lifted_by & ClusterEvent.METRICS_REFRESHED

@@ -1,8 +1,10 @@
 """Filters decide which nodes a pod may go to, with kube-scheduler's semantics and messages.
 
 One filter per module, each the counterpart of a kube-scheduler Filter plugin, and an explicit
-registry in kube's order. A filter returns None when the node passes, or one reason: reasons are the
-keys the FailedScheduling message counts nodes by, so they never name the node.
+registry in kube's order. A filter returns None when the node passes, or a `Status`: a code (whether
+evicting pods could lift it) and a reason, the key the FailedScheduling message counts nodes by, so it
+never names the node. Each filter declares the cluster events that can lift its rejections (`events`),
+so a pod it rejected waits for one of those.
 
 Node filters judge a node by the node and what its pods take (`Filter`). Cluster filters judge it by
 more: other pods' labels and affinity terms, namespaces, volumes (`ClusterFilter`). As kube's PreFilter
@@ -17,22 +19,18 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.filters.fit import INSUFFICIENT, TOO_MANY_PODS, NodeResourcesFit
-from promsched.scheduling.filters.interpod_affinity import (
-    ANTI_AFFINITY,
-    EXISTING_ANTI_AFFINITY,
-    InterPodAffinity,
-)
+from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.filters.interpod_affinity import InterPodAffinity
 from promsched.scheduling.filters.node_affinity import NodeAffinity
 from promsched.scheduling.filters.node_names import AffinityNodeNames
-from promsched.scheduling.filters.ports import REASON as PORTS_TAKEN
 from promsched.scheduling.filters.ports import NodePorts
 from promsched.scheduling.filters.readiness import NodeReadiness
+from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.filters.taints import TaintToleration
-from promsched.scheduling.filters.topology_spread import SKEWED, PodTopologySpread
+from promsched.scheduling.filters.topology_spread import PodTopologySpread
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.filters.volume_binding import VolumeBinding
-from promsched.scheduling.filters.volume_restrictions import CLAIM_IN_USE, VolumeRestrictions
+from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
@@ -48,10 +46,14 @@ class Filter(Protocol):
     def name(self) -> str:
         """The filter's name in logs; kube's plugin name where there is one."""
 
+    @property
+    def events(self) -> ClusterEvent:
+        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
+
     def concerns(self, pod: PodInfo) -> bool:
         """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
 
 
@@ -59,6 +61,10 @@ class ClusterFilter(Protocol):
     @property
     def name(self) -> str:
         """kube's plugin name."""
+
+    @property
+    def events(self) -> ClusterEvent:
+        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
         """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing
@@ -90,22 +96,22 @@ DEFAULT_CLUSTER_FILTERS: Final[tuple[ClusterFilter, ...]] = (
 
 def run_filters(
     pod: PodInfo, node: NodeInfo, usage: NodeUsage, filters: Iterable[Filter] = DEFAULT_FILTERS
-) -> str | None:
-    """The first reason a filter gives against the node, or None when all pass (kube stops at the
+) -> Status | None:
+    """The first rejection a filter gives against the node, or None when all pass (kube stops at the
     first failing filter too)."""
     for node_filter in filters:
-        reason = node_filter.filter(pod, node, usage)
-        if reason is not None:
-            return reason
+        status = node_filter.filter(pod, node, usage)
+        if status is not None:
+            return status
     return None
 
 
-def run_checks(node: NodeInfo, checks: Iterable[NodeCheck]) -> str | None:
-    """The first reason a prepared cluster check gives against the node, or None when all pass."""
+def run_checks(node: NodeInfo, checks: Iterable[NodeCheck]) -> Status | None:
+    """The first rejection a prepared cluster check gives against the node, or None when all pass."""
     for check in checks:
-        reason = check.check(node)
-        if reason is not None:
-            return reason
+        status = check.check(node)
+        if status is not None:
+            return status
     return None
 
 
@@ -128,15 +134,3 @@ def summarize_rejection(total_nodes: int, rejection: Rejection) -> str:
     if total_nodes == 0:
         return NO_NODES
     return f"0/{total_nodes} nodes are available: {rejection.message}."
-
-
-# Reasons that evicting pods from the node could lift (kube's Unschedulable, as opposed to
-# UnschedulableAndUnresolvable), besides "Insufficient <resource>".
-_LIFTED_BY_EVICTION: Final = frozenset(
-    {TOO_MANY_PODS, PORTS_TAKEN, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, SKEWED, CLAIM_IN_USE}
-)
-
-
-def eviction_may_help(reason: str) -> bool:
-    """Whether evicting pods from a node could lift `reason`: only then is preemption worth assessing."""
-    return reason in _LIFTED_BY_EVICTION or reason.startswith(INSUFFICIENT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 
@@ -12,15 +13,17 @@ from promsched.scheduling.pods import PodInfo
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """The pod fits no node for a reason about the pod itself. `message` follows "0/N nodes are
-    available:" in FailedScheduling, as kube reports a PreFilter that fails."""
+    available:" in FailedScheduling, as kube reports a PreFilter that fails; `lifted_by` the events
+    that may change that (the rejecting filter's declaration)."""
 
     message: str
+    lifted_by: ClusterEvent = ClusterEvent.ANY
 
 
 class NodeCheck(Protocol):
     """A cluster filter's state for one pod in one cycle; checking a node is a lookup in it."""
 
-    def check(self, node: NodeInfo) -> str | None:
+    def check(self, node: NodeInfo) -> Status | None:
         """None if the pod may go to `node`; else why not, naming no node."""
 
     def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:

@@ -8,8 +8,10 @@ ephemeral-storage, extended resources by name).
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 
@@ -19,12 +21,21 @@ INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 
 class NodeResourcesFit:
     name = "NodeResourcesFit"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED | ClusterEvent.ASSIGNED_POD_DELETED
 
     def concerns(self, pod: PodInfo) -> bool:
         return True
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if usage.pods + 1 > node.allocatable_pods:
-            return TOO_MANY_PODS
+            return _TOO_MANY_PODS
         short = pod.requests.insufficient(usage.requested, node.allocatable)
-        return f"{INSUFFICIENT}{short[0]}" if short else None
+        return _insufficient(short[0]) if short else None
+
+
+_TOO_MANY_PODS: Final = Status(TOO_MANY_PODS, Code.UNSCHEDULABLE, NodeResourcesFit.events)
+
+
+@functools.cache
+def _insufficient(resource: str) -> Status:
+    return Status(f"{INSUFFICIENT}{resource}", Code.UNSCHEDULABLE, NodeResourcesFit.events)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.affinity_terms import AffinityTerm
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 
@@ -26,6 +27,11 @@ ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 Domain = tuple[str, str]  # (topology key, the node's value of it)
+
+_EVENTS: Final = ClusterEvent.ASSIGNED_POD | ClusterEvent.NODE | ClusterEvent.NAMESPACE_UPDATED
+_AFFINITY: Final = Status(AFFINITY, Code.UNRESOLVABLE, _EVENTS)
+_ANTI_AFFINITY: Final = Status(ANTI_AFFINITY, Code.UNSCHEDULABLE, _EVENTS)
+_EXISTING_ANTI_AFFINITY: Final = Status(EXISTING_ANTI_AFFINITY, Code.UNSCHEDULABLE, _EVENTS)
 
 
 def _bump(counts: dict[Domain, int], domain: Domain, delta: int) -> None:
@@ -87,18 +93,18 @@ class InterPodAffinityCheck:
     def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
         self._update(pod, node, 1)
 
-    def check(self, node: NodeInfo) -> str | None:
+    def check(self, node: NodeInfo) -> Status | None:
         labels = node.labels
         if self.affinity_terms and not self._satisfies_affinity(labels):
-            return AFFINITY
+            return _AFFINITY
         for term in self.anti_terms:
             value = labels.get(term.topology_key)
             if value is not None and (term.topology_key, value) in self.anti_counts:
-                return ANTI_AFFINITY
+                return _ANTI_AFFINITY
         if self.existing_anti_counts:
             for domain in labels.items():
                 if domain in self.existing_anti_counts:
-                    return EXISTING_ANTI_AFFINITY
+                    return _EXISTING_ANTI_AFFINITY
         return None
 
     def _satisfies_affinity(self, labels: Mapping[str, str]) -> bool:
@@ -114,6 +120,7 @@ class InterPodAffinityCheck:
 
 class InterPodAffinity:
     name = "InterPodAffinity"
+    events = _EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> InterPodAffinityCheck | None:
         nodes = cache.nodes

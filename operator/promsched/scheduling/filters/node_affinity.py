@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 
@@ -13,9 +14,13 @@ REASON: Final = "node(s) didn't match Pod's node affinity/selector"
 
 class NodeAffinity:
     name = "NodeAffinity"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:
         return bool(pod.node_selector) or pod.required_affinity is not None
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
-        return None if pod.selects_node(node) else REASON
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
+        return None if pod.selects_node(node) else _REJECTED
+
+
+_REJECTED: Final = Status(REASON, Code.UNRESOLVABLE, NodeAffinity.events)

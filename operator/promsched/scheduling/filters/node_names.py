@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 
@@ -17,12 +18,16 @@ REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
 class AffinityNodeNames:
     name = "NodeAffinityPreFilter"
+    events = ClusterEvent.NODE_ADDED
 
     def concerns(self, pod: PodInfo) -> bool:
         return pod.required_affinity is not None and pod.required_affinity.node_names is not None
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         affinity = pod.required_affinity
         if affinity is None or affinity.node_names is None or node.name in affinity.node_names:
             return None
-        return REASON
+        return _REJECTED
+
+
+_REJECTED: Final = Status(REASON, Code.UNRESOLVABLE, AffinityNodeNames.events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import WILDCARD_HOST_IP, HostPort, PodInfo
 
@@ -21,14 +22,18 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 
 class NodePorts:
     name = "NodePorts"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.ASSIGNED_POD_DELETED
 
     def concerns(self, pod: PodInfo) -> bool:
         return bool(pod.host_ports)
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if not pod.host_ports or not usage.host_ports:
             return None
         for wanted in pod.host_ports:
             if any(conflicts(wanted, used) for used in usage.host_ports):
-                return REASON
+                return _REJECTED
         return None
+
+
+_REJECTED: Final = Status(REASON, Code.UNSCHEDULABLE, NodePorts.events)

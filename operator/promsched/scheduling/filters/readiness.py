@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
 from promsched.scheduling.pods import PodInfo
 
@@ -21,12 +22,16 @@ UNREACHABLE_TAINT: Final = Taint(key="node.kubernetes.io/unreachable", value="",
 
 class NodeReadiness:
     name = "NodeReadiness"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:
         return True
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if node.ready:
             return None
         taint = NOT_READY_TAINT if node.conditions.get("Ready") == "False" else UNREACHABLE_TAINT
-        return None if pod.tolerates(taint) else REASON
+        return None if pod.tolerates(taint) else _REJECTED
+
+
+_REJECTED: Final = Status(REASON, Code.UNRESOLVABLE, NodeReadiness.events)

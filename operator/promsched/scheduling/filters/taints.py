@@ -6,16 +6,21 @@ names the node's first untolerated taint, in kube's words: ``{key: value}`` (``{
 
 from __future__ import annotations
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 
 
 class TaintToleration:
     name = "TaintToleration"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:
         return True
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         taint = pod.untolerated_filtering_taint(node)
-        return None if taint is None else f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+        if taint is None:
+            return None
+        reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+        return Status(reason, Code.UNRESOLVABLE, self.events)

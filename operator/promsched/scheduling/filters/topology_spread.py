@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.spread_constraints import SpreadConstraint
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 
 SKEWED: Final = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL: Final = f"{SKEWED} (missing required label)"
+_EVENTS: Final = ClusterEvent.ASSIGNED_POD | ClusterEvent.NODE | ClusterEvent.NODE_DELETED
+_SKEWED: Final = Status(SKEWED, Code.UNSCHEDULABLE, _EVENTS)
+_MISSING_LABEL: Final = Status(MISSING_LABEL, Code.UNRESOLVABLE, _EVENTS)
 
 
 def carries_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool:
@@ -73,15 +77,15 @@ class TopologySpreadCheck:
             return 0
         return self.minimums[index]
 
-    def check(self, node: NodeInfo) -> str | None:
+    def check(self, node: NodeInfo) -> Status | None:
         labels = node.labels
         for index, constraint in enumerate(self.constraints):
             value = labels.get(constraint.topology_key)
             if value is None:
-                return MISSING_LABEL
+                return _MISSING_LABEL
             matching = self.counts[index].get(value, 0) + self.self_matches[index]
             if matching - self.global_minimum(index) > constraint.max_skew:
-                return SKEWED
+                return _SKEWED
         return None
 
     def _update(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
@@ -103,6 +107,7 @@ class TopologySpreadCheck:
 
 class PodTopologySpread:
     name = "PodTopologySpread"
+    events = _EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> TopologySpreadCheck | None:
         constraints = tuple(constraint for constraint in pod.spread_constraints if constraint.hard)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
 from promsched.scheduling.pods import PodInfo
 
@@ -14,11 +15,15 @@ UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", value
 
 class NodeUnschedulable:
     name = "NodeUnschedulable"
+    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:
         return True
 
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if node.unschedulable and not pod.tolerates(UNSCHEDULABLE_TAINT):
-            return REASON
+            return _REJECTED
         return None
+
+
+_REJECTED: Final = Status(REASON, Code.UNRESOLVABLE, NodeUnschedulable.events)

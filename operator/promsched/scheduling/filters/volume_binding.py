@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodClaim, PodInfo
@@ -25,32 +26,40 @@ if TYPE_CHECKING:
 NODE_CONFLICT: Final = "node(s) had volume node affinity conflict"
 VOLUME_MISSING: Final = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
+EVENTS: Final = ClusterEvent.NODE | ClusterEvent.VOLUMES
+_VOLUME_MISSING: Final = Status(VOLUME_MISSING, Code.UNRESOLVABLE, EVENTS)
+_NODE_CONFLICT: Final = Status(NODE_CONFLICT, Code.UNRESOLVABLE, EVENTS)
+
+
+def _rejected(message: str) -> Rejection:
+    return Rejection(message, EVENTS)
 
 
 class BoundVolumesCheck(PodIndependentCheck):
     def __init__(self, volumes: list[VolumeInfo | None]) -> None:
         self.volumes = volumes  # None: the claim's volume is not in the cluster
 
-    def check(self, node: NodeInfo) -> str | None:
+    def check(self, node: NodeInfo) -> Status | None:
         for volume in self.volumes:
             if volume is None:
-                return VOLUME_MISSING
+                return _VOLUME_MISSING
             if not volume.reachable_from(node.labels):
-                return NODE_CONFLICT
+                return _NODE_CONFLICT
         return None
 
 
 def waiting_for_first_consumer(claim: PodClaim, info: ClaimInfo) -> Rejection:
-    return Rejection(
+    return _rejected(
         f'{claim.path}: persistentvolumeclaim "{claim.name}" is unbound and its StorageClass '
         f'"{info.storage_class}" binds it to a volume at the first pod that uses it '
         f"(volumeBindingMode {WAIT_FOR_FIRST_CONSUMER}); binding or provisioning volumes is not supported "
-        "by promsched yet"
+        "by promsched yet",
     )
 
 
 class VolumeBinding:
     name = "VolumeBinding"
+    events = EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> BoundVolumesCheck | Rejection | None:
         if not pod.claims:
@@ -73,7 +82,7 @@ class VolumeBinding:
             binds_late = storage_class is not None and storage_class.wait_for_first_consumer
             # A claim that names its volume but is not fully bound yet waits for the controller too.
             if not binds_late or info.volume_name:
-                return Rejection(UNBOUND_IMMEDIATE)
+                return _rejected(UNBOUND_IMMEDIATE)
             waiting = waiting or waiting_for_first_consumer(claim, info)
         return waiting or BoundVolumesCheck(volumes)
 
@@ -83,17 +92,19 @@ def _unusable(pod: PodInfo, claim: PodClaim, info: ClaimInfo | None) -> Rejectio
     name = claim.name
     if info is None:
         if claim.ephemeral:
-            return Rejection(
-                f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
+            return _rejected(
+                f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"',
             )
         return claim_not_found(name)
     if info.lost:
-        return Rejection(
-            f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume "{info.volume_name}"'
+        return _rejected(
+            f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume "{info.volume_name}"',
         )
     if info.deleting:
-        return Rejection(f'persistentvolumeclaim "{name}" is being deleted')
+        return _rejected(f'persistentvolumeclaim "{name}" is being deleted')
     if claim.ephemeral and info.controller_uid != pod.uid:
         owner = f"{pod.namespace}/{pod.name}"
-        return Rejection(f"PVC {pod.namespace}/{name} was not created for pod {owner} (pod is not owner)")
+        return _rejected(
+            f"PVC {pod.namespace}/{name} was not created for pod {owner} (pod is not owner)",
+        )
     return None

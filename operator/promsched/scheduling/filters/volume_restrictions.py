@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import Rejection
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.volumes import READ_WRITE_ONCE_POD
@@ -22,8 +23,12 @@ CLAIM_IN_USE: Final = (
 )
 
 
+EVENTS: Final = ClusterEvent.ASSIGNED_POD_DELETED | ClusterEvent.CLAIM_CHANGED
+_CLAIM_IN_USE: Final = Status(CLAIM_IN_USE, Code.UNSCHEDULABLE, EVENTS)
+
+
 def claim_not_found(name: str) -> Rejection:
-    return Rejection(f'persistentvolumeclaim "{name}" not found')
+    return Rejection(f'persistentvolumeclaim "{name}" not found', ClusterEvent.CLAIM_CHANGED)
 
 
 class ClaimInUseCheck:
@@ -32,8 +37,8 @@ class ClaimInUseCheck:
         self.exclusive = exclusive  # the pod's ReadWriteOncePod claims
         self.users = users  # pods already using one of them
 
-    def check(self, node: NodeInfo) -> str | None:
-        return CLAIM_IN_USE if self.users > 0 else None
+    def check(self, node: NodeInfo) -> Status | None:
+        return _CLAIM_IN_USE if self.users > 0 else None
 
     def _update(self, other: PodInfo, delta: int) -> None:
         if other.namespace == self.pod.namespace:
@@ -50,6 +55,7 @@ class ClaimInUseCheck:
 
 class VolumeRestrictions:
     name = "VolumeRestrictions"
+    events = EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> ClaimInUseCheck | Rejection | None:
         exclusive = set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
@@ -17,20 +18,27 @@ if TYPE_CHECKING:
     from promsched.scheduling.caches import ClusterCache
 
 ZONE_CONFLICT: Final = "node(s) had no available volume zone"
+EVENTS: Final = ClusterEvent.NODE | ClusterEvent.VOLUMES
+_ZONE_CONFLICT: Final = Status(ZONE_CONFLICT, Code.UNRESOLVABLE, EVENTS)
+
+
+def _rejected(message: str) -> Rejection:
+    return Rejection(message, EVENTS)
 
 
 class VolumeZoneCheck(PodIndependentCheck):
     def __init__(self, volumes: list[VolumeInfo]) -> None:
         self.volumes = volumes
 
-    def check(self, node: NodeInfo) -> str | None:
+    def check(self, node: NodeInfo) -> Status | None:
         if all(volume.in_zone_of(node.labels) for volume in self.volumes):
             return None
-        return ZONE_CONFLICT
+        return _ZONE_CONFLICT
 
 
 class VolumeZone:
     name = "VolumeZone"
+    events = EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeZoneCheck | Rejection | None:
         zoned = []
@@ -42,16 +50,18 @@ class VolumeZone:
                 return claim_not_found(claim.name)
             if not info.volume_name:
                 if not info.storage_class:
-                    return Rejection("PersistentVolumeClaim had no pv name and storageClass name")
+                    return _rejected("PersistentVolumeClaim had no pv name and storageClass name")
                 storage_class = cache.storage_classes.get(info.storage_class)
                 if storage_class is None:
-                    return Rejection(f'storageclass.storage.k8s.io "{info.storage_class}" not found')
+                    return _rejected(
+                        f'storageclass.storage.k8s.io "{info.storage_class}" not found',
+                    )
                 if storage_class.wait_for_first_consumer:
                     continue  # its zone is chosen when it is bound, which VolumeBinding refuses
-                return Rejection("PersistentVolume had no name")
+                return _rejected("PersistentVolume had no name")
             volume = cache.volumes.get(info.volume_name)
             if volume is None:
-                return Rejection(f'persistentvolume "{info.volume_name}" not found')
+                return _rejected(f'persistentvolume "{info.volume_name}" not found')
             if volume.zones:
                 zoned.append(volume)
         return VolumeZoneCheck(zoned) if zoned else None
