@@ -288,7 +288,7 @@ def build_parser(prog: str = "promsched") -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.api.converting import ConversionError
     from promsched.kube.credentials import CredentialsError
-    from promsched.operating.inspecting import InspectError
+    from promsched.operating.inspections import InspectError
     from promsched.sandbox.clusters import SandboxError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError

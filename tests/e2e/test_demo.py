@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from promsched.api.policies import SchedulingPolicy
-from promsched.operating.inspecting import format_value
+from promsched.operating.rendering import format_value
 from promsched.sandbox import demoing
 from promsched.sandbox.clusters import Sandbox
 from support.clusters import Cluster

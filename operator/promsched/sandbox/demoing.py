@@ -23,6 +23,8 @@ import yaml
 from promsched.api.crds import render_crd_yaml
 from promsched.api.policies import SchedulingPolicy
 from promsched.operating import inspecting
+from promsched.operating.inspections import Ranking
+from promsched.operating.rendering import LEGEND, ranking_table
 from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.supervising import Supervisor, free_port, wait_until
 
@@ -141,7 +143,7 @@ def wait_for_placements(
     return pods_by_node
 
 
-async def _rank(sandbox: Sandbox, policy: SchedulingPolicy) -> inspecting.Ranking:
+async def _rank(sandbox: Sandbox, policy: SchedulingPolicy) -> Ranking:
     async with inspecting.connected(sandbox.kubeconfig) as client:
         pod = inspecting.example_pod(policy)
         return await inspecting.rank(client, policy, pod, "a pod with no requests")
@@ -153,7 +155,7 @@ def placement_table(sandbox: Sandbox, policy: SchedulingPolicy, pods_by_node: Ma
     weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}
     scores = [result.to_api() for result in ranking.outcome.ranked]
     counts = {node: len(pods) for node, pods in pods_by_node.items()}
-    return f"{inspecting.ranking_table(scores, weights, pods=counts)}\n\n{inspecting.LEGEND}"
+    return f"{ranking_table(scores, weights, pods=counts)}\n\n{LEGEND}"
 
 
 def demo(directory: Path, report: Report = _print) -> None:

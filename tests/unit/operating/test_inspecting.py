@@ -28,12 +28,10 @@ from promsched.api.policies import (
     SchedulingPolicy,
 )
 from promsched.metrics.scoring import NodeResult, PluginResult
-from promsched.operating import inspecting
-from promsched.operating.inspecting import (
-    Explanation,
-    InspectError,
-    Ranking,
-    explain,
+from promsched.operating import inspecting, rendering
+from promsched.operating.inspecting import explain
+from promsched.operating.inspections import Explanation, InspectError, Ranking
+from promsched.operating.rendering import (
     explanation_document,
     format_value,
     ranking_document,
@@ -182,14 +180,14 @@ def test_the_ranking_table_shows_raw_value_score_weight_and_total_per_node() -> 
 
 
 def test_filtered_nodes_are_counted_by_reason_most_first() -> None:
-    lines = inspecting.filtered_lines(
+    lines = rendering.filtered_lines(
         [
             FilteredCount(reason="cpu load above 85%", count=1),
             FilteredCount(reason="Insufficient cpu", count=12),
         ]
     )
     assert lines == ["Filtered out (13 nodes):", "  12  Insufficient cpu", "   1  cpu load above 85%"]
-    assert inspecting.filtered_lines([]) == ["Filtered out: none."]
+    assert rendering.filtered_lines([]) == ["Filtered out: none."]
 
 
 def explanation(recorded: Decision | AnnotatedDecision, generation: int = 1, bound_to: str = "node-1") -> str:

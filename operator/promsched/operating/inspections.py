@@ -1,0 +1,35 @@
+"""What `promsched explain` and `promsched score` find: the data between gathering and rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from promsched.api.annotations import AnnotatedDecision
+from promsched.api.policies import Decision, Preflight, SchedulingPolicy
+from promsched.scheduling.deciding import Outcome
+
+# `-o`: the human table (default), else "json" or "yaml": the same facts as a document.
+TABLE = "table"
+
+
+class InspectError(RuntimeError):
+    """`explain` or `score` cannot answer; the message says why and what to do about it."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    pod: str  # namespace/name
+    bound_to: str  # the pod's spec.nodeName now; "" while Pending
+    policy: SchedulingPolicy  # as it is now: the weights shown and the current generation
+    recorded: Decision | AnnotatedDecision  # from the policy's status, else from the pod's annotation
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What `decide()` makes of a pod now, and what Prometheus could not answer."""
+
+    policy: SchedulingPolicy
+    pod: str  # how the pod is described in the output
+    outcome: Outcome
+    preflight: Preflight  # per-plugin query errors and nodes without series, from the same snapshot
+    skipped_nodes: tuple[str, ...] = ()  # nodes the scheduler could not use either, with why

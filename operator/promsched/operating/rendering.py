@@ -1,0 +1,270 @@
+"""How `promsched explain` and `promsched score` show what they found: pure, data in and text out.
+
+The human table by default; with `-o json|yaml` the same facts as a document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from promsched.api.annotations import DECISION_ANNOTATION
+from promsched.api.policies import Decision, FilteredCount, Mode, NodeScore, PluginScore, SchedulingPolicy
+from promsched.operating.inspections import Explanation, Ranking
+from promsched.scheduling.schedulers import TOP_NODES
+
+CHOSEN_MARK = "*"
+LEGEND = (
+    "Each cell: the plugin's raw value → its score (0-100, higher is better; -: no fresh sample).\n"
+    "(wN): the plugin's weight. TOTAL: the weighted mean of the scores that count for the node."
+)
+_SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_value(value: float | None) -> str:
+    """A raw value or score in a few characters: 42.5, 0.0035, 80.0M; '-' for no value."""
+    if value is None:
+        return "-"
+    for factor, prefix in _SI_PREFIXES:
+        if abs(value) >= factor:
+            return f"{value / factor:.1f}{prefix}"
+    if value and abs(value) < 0.1:
+        return f"{value:.2g}"
+    return f"{value:.1f}"
+
+
+def aligned_columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as left-aligned columns two spaces apart, without trailing blanks."""
+    widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def ranking_table(
+    nodes: Sequence[NodeScore],
+    weights: Mapping[str, int],
+    *,
+    chosen: str | None = None,
+    pods: Mapping[str, int] | None = None,
+) -> str:
+    """One row per node, best first as given: each plugin's raw value and score, the weighted total.
+
+    `weights` come from the policy (a plugin it no longer has shows w?); `pods`, when given, adds how
+    many pods each node holds.
+    """
+    plugins = list(dict.fromkeys(plugin.name for node in nodes for plugin in node.plugins))
+    header = [
+        "NODE",
+        *(["PODS"] if pods is not None else []),
+        *(f"{name} (w{weights.get(name, '?')})" for name in plugins),
+        "TOTAL",
+    ]
+    rows = [header]
+    for node in nodes:
+        cells = {plugin.name: _plugin_cell(plugin) for plugin in node.plugins}
+        rows.append(
+            [
+                f"{node.node} {CHOSEN_MARK}" if node.node == chosen else node.node,
+                *([str(pods.get(node.node, 0))] if pods is not None else []),
+                *(cells.get(name, "") for name in plugins),
+                f"{node.total:.1f}",
+            ]
+        )
+    return aligned_columns(rows)
+
+
+def _plugin_cell(plugin: PluginScore) -> str:
+    if plugin.raw is None and plugin.score is None:
+        return "-"  # no sample, and onMissingMetrics: Ignore left the plugin out of this node's total
+    return f"{format_value(plugin.raw)} → {format_value(plugin.score)}"
+
+
+def filtered_lines(filtered: Sequence[FilteredCount]) -> list[str]:
+    """Nodes filtered out by reason, most first, counted as kube-scheduler's FailedScheduling does."""
+    if not filtered:
+        return ["Filtered out: none."]
+    total = sum(entry.count for entry in filtered)
+    width = max(len(str(entry.count)) for entry in filtered)
+    lines = [f"Filtered out ({total} node{'s' if total != 1 else ''}):"]
+    lines.extend(
+        f"  {entry.count:>{width}}  {entry.reason}"
+        for entry in sorted(filtered, key=lambda entry: -entry.count)
+    )
+    return lines
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    width = max(len(key) for key, _value in pairs)
+    return [f"{key.ljust(width)}  {value}" for key, value in pairs]
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_explanation(explanation: Explanation) -> str:
+    policy, recorded = explanation.policy, explanation.recorded
+    weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}
+    fields = [
+        ("pod", f"{explanation.pod} ({_placement(explanation.bound_to)})"),
+        ("policy", f"{policy.name} (schedulerName {policy.spec.scheduler_name})"),
+    ]
+    if isinstance(recorded, Decision):
+        fields += [
+            ("generation", _generation(recorded.generation, policy.generation)),
+            (
+                "decided",
+                f"{_timestamp(recorded.time)}, {recorded.latency_ms:.0f} ms after the pod was queued "
+                f"({recorded.mode.value} mode)",
+            ),
+            ("chosen", _chosen(recorded.node, recorded.mode, explanation.bound_to)),
+            ("source", f"status of SchedulingPolicy {policy.name}"),
+        ]
+    else:
+        fields += [
+            ("generation", f"not recorded on the pod (the policy is at generation {policy.generation} now)"),
+            ("chosen", recorded.node),
+            (
+                "source",
+                f"the pod's {DECISION_ANNOTATION} annotation: the policy's status keeps its last "
+                f"{policy.spec.decision_history} decisions and no longer holds this one, so raw values, "
+                "filtered nodes and the generation used are unknown",
+            ),
+        ]
+    lines = _fields(fields)
+    top_nodes = recorded.top_nodes
+    if top_nodes:
+        lines += [
+            "",
+            ranking_table(top_nodes, weights, chosen=recorded.node),
+            "",
+            f"{CHOSEN_MARK}: the chosen node; only the {TOP_NODES} best nodes are recorded.",
+            LEGEND,
+            "cpu and memory include the requests of pods placed too recently for the metrics to show "
+            "them,\nso a burst of pods spreads instead of piling onto the node that looked idlest.",
+        ]
+    if isinstance(recorded, Decision):
+        lines += ["", *filtered_lines(recorded.filtered)]
+    return "\n".join(lines)
+
+
+def _placement(bound_to: str) -> str:
+    return f"on {bound_to}" if bound_to else "Pending"
+
+
+def _generation(used: int, current: int) -> str:
+    if used == current:
+        return f"{used} (the policy has not changed since)"
+    return f"{used} (the policy has changed since: it is at generation {current}, whose weights are shown)"
+
+
+def _chosen(node: str | None, mode: Mode, bound_to: str) -> str:
+    if node is None:
+        return "none: no node fitted (see Filtered out); promsched retries when nodes or pods change"
+    if mode is Mode.SHADOW:
+        where = f"the pod runs on {bound_to}" if bound_to else "the pod is not placed yet"
+        return f"{node} (Shadow mode: promsched would have chosen it and bound nothing; {where})"
+    return node
+
+
+def render_ranking(ranking: Ranking) -> str:
+    policy, outcome, preflight = ranking.policy, ranking.outcome, ranking.preflight
+    failed = [query for query in preflight.queries if not query.ok]
+    verdict = (
+        f"promsched would bind the pod to {outcome.node}"
+        if outcome.node is not None
+        else f"no node fits: {outcome.message}"
+    )
+    lines = _fields(
+        [
+            ("policy", f"{policy.name or '(unnamed)'} (schedulerName {policy.spec.scheduler_name})"),
+            ("pod", ranking.pod),
+            ("metrics", f"{policy.spec.prometheus.url} at {_timestamp(preflight.checked_at)}"),
+            ("result", f"{verdict} (dry run: nothing is bound)"),
+        ]
+    )
+    if preflight.queries and len(failed) == len(preflight.queries):
+        lines.append(
+            "Prometheus answered no query: every node has the onMissingMetrics "
+            f"({policy.spec.on_missing_metrics.value}) value for every plugin."
+        )
+    if outcome.ranked:
+        weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}
+        scores = [result.to_api() for result in outcome.ranked]
+        lines += [
+            "",
+            ranking_table(scores, weights, chosen=outcome.node),
+            "",
+            f"{CHOSEN_MARK}: where promsched would bind the pod (among equal totals it picks at random).",
+            LEGEND,
+        ]
+    filtered = [FilteredCount(reason=reason, count=count) for reason, count in outcome.filtered.items()]
+    lines += ["", *filtered_lines(filtered)]
+    problems = [f"  {query.plugin}: query failed: {query.error}" for query in failed]
+    problems += [
+        f"  {missing.plugin}: no usable series for {missing.count} node(s): {', '.join(missing.nodes)}"
+        for missing in preflight.missing_series
+    ]
+    problems += [f"  node {skipped}" for skipped in ranking.skipped_nodes]
+    if problems:
+        lines += ["", "Problems:", *problems]
+    return "\n".join(lines)
+
+
+# ----- documents (-o json|yaml) ----------------------------------------------------------------------
+
+
+def render_document(document: Mapping[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False)
+    return yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True).rstrip("\n")
+
+
+def _policy_document(policy: SchedulingPolicy) -> dict[str, Any]:
+    return {
+        "name": policy.name,
+        "schedulerName": policy.spec.scheduler_name,
+        "generation": policy.generation,
+        "weights": {plugin.name: plugin.weight for plugin in policy.spec.plugins},
+    }
+
+
+def explanation_document(explanation: Explanation) -> dict[str, Any]:
+    """What `explain` shows, named as in the policy's status: the decision whole when the status still
+    holds it (source policyStatus), else the pod's compact annotation (source podAnnotation)."""
+    recorded = explanation.recorded
+    document = {
+        "pod": explanation.pod,
+        "boundTo": explanation.bound_to or None,
+        "policy": _policy_document(explanation.policy),
+    }
+    if isinstance(recorded, Decision):
+        return {**document, "source": "policyStatus", "decision": recorded.to_object()}
+    top = [node.to_object() for node in recorded.top_nodes]
+    return {**document, "source": "podAnnotation", "decision": {"node": recorded.node, "topNodes": top}}
+
+
+def ranking_document(ranking: Ranking) -> dict[str, Any]:
+    """What `score` shows: the would-be node (null: none fits, see message), every feasible node's
+    scores best first, nodes filtered out by reason, and what Prometheus could not answer."""
+    outcome = ranking.outcome
+    return {
+        "policy": _policy_document(ranking.policy),
+        "pod": ranking.pod,
+        "dryRun": True,
+        "node": outcome.node,
+        "message": outcome.message or None,
+        "prometheus": ranking.policy.spec.prometheus.url,
+        "ranked": [result.to_api().to_object() for result in outcome.ranked],
+        "filtered": [
+            {"reason": reason, "count": count}
+            for reason, count in sorted(outcome.filtered.items(), key=lambda item: -item[1])
+        ],
+        "preflight": ranking.preflight.to_object(),
+        "skippedNodes": list(ranking.skipped_nodes),
+    }
