@@ -137,7 +137,7 @@ def skewed_profiles(names: list[str], seed: int) -> dict[str, dict[str, float]]:
     return profiles
 
 
-def _allocatable() -> tuple[int, int]:
+def allocatable() -> tuple[int, int]:
     """The sandbox nodes' allocatable CPU (millicores) and memory (bytes), as `up` creates them."""
     manifest: Any = launching.node_manifest("node-0", 0, NodeSetup(LoadProfile()))
     allocatable = manifest["status"]["allocatable"]
@@ -150,7 +150,7 @@ def _allocatable() -> tuple[int, int]:
 def utilisation_spread(profiles: dict[str, dict[str, float]], placements: dict[str, str]) -> dict[str, float]:
     """Standard deviation and maximum over nodes of CPU and memory utilisation (percent): each node's
     profile plus the requests of the pods placed on it."""
-    milli_cpu, memory = _allocatable()
+    milli_cpu, memory = allocatable()
     pod_cpu = parse_quantity(POD_CPU, "cpu", milli=True)
     pod_memory = parse_quantity(POD_MEMORY, "memory")
     count = dict.fromkeys(profiles, 0)
@@ -193,7 +193,7 @@ class PodTimes:
         return sorted(values)
 
 
-def pod_manifest(namespace: str, name: str, scheduler_name: str) -> dict[str, Any]:
+def pod_manifest(namespace: str, name: str, scheduler_name: str, cpu: str = POD_CPU) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -206,7 +206,7 @@ def pod_manifest(namespace: str, name: str, scheduler_name: str) -> dict[str, An
                 {
                     "name": "pause",
                     "image": POD_IMAGE,
-                    "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}},
+                    "resources": {"requests": {"cpu": cpu, "memory": POD_MEMORY}},
                 }
             ],
         },
@@ -228,7 +228,7 @@ def _observe(pod: dict[str, Any], times: PodTimes, done: Callable[[], None]) -> 
     return False
 
 
-async def _catch_up(client: KubeClient, namespace: str, times: PodTimes, done: Callable[[], None]) -> str:
+async def catch_up(client: KubeClient, namespace: str, times: PodTimes, done: Callable[[], None]) -> str:
     """List the namespace's pods and record what the watch missed: bindings found so are timed now, later
     than they happened. Returns the listing's resourceVersion."""
     listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
@@ -239,7 +239,7 @@ async def _catch_up(client: KubeClient, namespace: str, times: PodTimes, done: C
     return version
 
 
-async def _follow(
+async def follow(
     client: KubeClient,
     session: Any,
     namespace: str,
@@ -261,15 +261,13 @@ async def _follow(
             reason = f"{type(error).__name__}: {error}"[:300]
         times.watch_restarts.append(reason)
         await asyncio.sleep(0.2)
-        version = await _catch_up(client, namespace, times, done)
+        version = await catch_up(client, namespace, times, done)
 
 
-async def _create(
-    client: KubeClient, namespace: str, name: str, scheduler_name: str, times: PodTimes
-) -> None:
-    request = Request(
-        "POST", f"/api/v1/namespaces/{namespace}/pods", pod_manifest(namespace, name, scheduler_name)
-    )
+async def create_pod(client: KubeClient, manifest: dict[str, Any], times: PodTimes) -> None:
+    """Create the pod, retrying what the API server may refuse under load; records when it was created."""
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    request = Request("POST", f"/api/v1/namespaces/{namespace}/pods", manifest)
     for attempt in range(6):
         try:
             await client.send(request)
@@ -316,7 +314,7 @@ async def drive(
         listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
         version = listing["metadata"]["resourceVersion"]
         follower = asyncio.create_task(
-            _follow(client, session, namespace, version, times, connected, check_done)
+            follow(client, session, namespace, version, times, connected, check_done)
         )
         await asyncio.wait_for(connected.wait(), 30)
         at_start()
@@ -330,14 +328,15 @@ async def drive(
                 delay = origin + index / rate - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(_create(client, namespace, name, scheduler_name, times)))
+                manifest = pod_manifest(namespace, name, scheduler_name)
+                tasks.append(asyncio.create_task(create_pod(client, manifest, times)))
             await asyncio.gather(*tasks)
         else:
             slots = asyncio.Semaphore(CREATE_CONCURRENCY)
 
             async def limited(name: str) -> None:
                 async with slots:
-                    await _create(client, namespace, name, scheduler_name, times)
+                    await create_pod(client, pod_manifest(namespace, name, scheduler_name), times)
 
             await asyncio.gather(*(limited(name) for name in names))
         check_done()
@@ -347,7 +346,7 @@ async def drive(
                 await asyncio.wait_for(all_bound.wait(), min(5.0, max(0.0, deadline - time.monotonic())))
             if not all_bound.is_set() and time.monotonic() - times.last_event > 5.0:
                 # Nothing from the watch for 5 s with pods unbound: check it has not silently stalled.
-                await _catch_up(client, namespace, times, check_done)
+                await catch_up(client, namespace, times, check_done)
         at_end()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -358,7 +357,7 @@ async def drive(
 # ----- namespaces ---------------------------------------------------------------------------------------
 
 
-async def _create_namespace(credentials: Credentials, namespace: str) -> None:
+async def create_namespace(credentials: Credentials, namespace: str) -> None:
     async with KubeClient(credentials) as client:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         await client.send(Request("POST", "/api/v1/namespaces", body))
@@ -374,7 +373,7 @@ async def _create_namespace(credentials: Credentials, namespace: str) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _delete_namespace(credentials: Credentials, namespace: str) -> None:
+async def delete_namespace(credentials: Credentials, namespace: str) -> None:
     """Delete the namespace's pods at once (no grace), then the namespace; return once it is gone."""
     async with KubeClient(credentials, timeout=300) as client:
         with contextlib.suppress(ApiError):
@@ -516,7 +515,7 @@ def _own_metrics(url: str | None) -> dict[str, float]:
     return found
 
 
-def _apply_policy(sandbox: Sandbox, refresh: str) -> None:
+def apply_policy(sandbox: Sandbox, refresh: str) -> None:
     sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
     sandbox.kubectl(
         "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
@@ -550,7 +549,7 @@ def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
 # ----- one run and one node count -----------------------------------------------------------------------
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     if not values:
         return math.nan
     position = (len(values) - 1) * q
@@ -584,7 +583,7 @@ def run_once(
     namespace = f"bench-{variant.key}-{mode}-{pods}"
     wall = time.monotonic()
     load = _load_average()
-    asyncio.run(_create_namespace(credentials, namespace))
+    asyncio.run(create_namespace(credentials, namespace))
     spy: subprocess.Popen[bytes] | None = None
     try:
         pid, metrics_url = start_variant(sandbox, variant, report)
@@ -642,7 +641,7 @@ def run_once(
             except subprocess.TimeoutExpired:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
-        asyncio.run(_delete_namespace(credentials, namespace))
+        asyncio.run(delete_namespace(credentials, namespace))
         cleanup_s = time.monotonic() - cleanup
     latencies = times.latencies()
     bound = len(times.bound)
@@ -661,9 +660,9 @@ def run_once(
         "late_binds": times.late_binds,
         "throughput": bound / span if span > 0 else math.nan,
         "span_s": span,
-        "p50_ms": 1000 * _percentile(latencies, 0.50),
-        "p90_ms": 1000 * _percentile(latencies, 0.90),
-        "p99_ms": 1000 * _percentile(latencies, 0.99),
+        "p50_ms": 1000 * percentile(latencies, 0.50),
+        "p90_ms": 1000 * percentile(latencies, 0.90),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
         "max_ms": 1000 * latencies[-1] if latencies else math.nan,
         "prometheus_queries": queries,
         "queries_per_pod": queries / bound if bound else math.nan,
@@ -694,6 +693,16 @@ def run_once(
     return result
 
 
+def stop_sandbox(directory: Path, logs: Path) -> None:
+    """Stop the sandbox in `directory` and remove it, keeping the schedulers' logs (bench-*.log) in `logs`."""
+    launching.down(directory, lambda _line: None)
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    for log in (directory / "logs").glob("bench-*.log"):
+        shutil.copy(log, logs / log.name)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
     started = time.monotonic()
     base = settings.workdir or Path(tempfile.gettempdir())
@@ -713,7 +722,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
         )
         up_seconds = time.monotonic() - started
         credentials = from_kubeconfig(sandbox.kubeconfig)
-        _apply_policy(sandbox, settings.refresh)
+        apply_policy(sandbox, settings.refresh)
         for variant in settings.variants:
             for mode in settings.modes:
                 runs.append(
@@ -738,13 +747,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                 )
     finally:
         report(f"== {nodes} nodes: stopping the sandbox")
-        launching.down(directory, lambda _line: None)
-        logs = settings.out / f"logs-{nodes}"
-        shutil.rmtree(logs, ignore_errors=True)
-        logs.mkdir(parents=True)
-        for log in (directory / "logs").glob("bench-*.log"):
-            shutil.copy(log, logs / log.name)
-        shutil.rmtree(directory, ignore_errors=True)
+        stop_sandbox(directory, settings.out / f"logs-{nodes}")
     baseline = utilisation_spread(profiles, {})
     return {
         "nodes": nodes,
@@ -823,15 +826,15 @@ def _parse_args(argv: list[str] | None) -> Settings:
     )
 
 
-def _report(line: str) -> None:
+def report_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
+def terminate(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _revision() -> dict[str, Any]:
+def revision() -> dict[str, Any]:
     """The commit measured, and the files of the package that differed from it when the run started."""
 
     def git(*args: str) -> str:
@@ -845,7 +848,7 @@ def _revision() -> dict[str, Any]:
     }
 
 
-def _machine() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     model = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -857,7 +860,7 @@ def _machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
     settings.out.mkdir(parents=True, exist_ok=True)
     previous = settings.out / "results.json"
     if settings.render:
@@ -884,8 +887,8 @@ def main(argv: list[str] | None = None) -> int:
             "pod_requests": {"cpu": POD_CPU, "memory": POD_MEMORY},
         },
         "kubernetes": SANDBOX_RELEASE,
-        "machine": _machine(),
-        "revision": _revision(),
+        "machine": machine(),
+        "revision": revision(),
         "started": invocation["started"],
         "invocations": [invocation],
         "node_counts": [],
@@ -896,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {**earlier, "invocations": [*earlier.get("invocations", []), invocation]}
         results["node_counts"] = [e for e in earlier["node_counts"] if e["nodes"] not in settings.node_counts]
     for nodes in settings.node_counts:
-        entry = bench_nodes(nodes, settings, _report)
+        entry = bench_nodes(nodes, settings, report_line)
         entry["settings"] = {
             "pods": settings.pods,
             "rate": settings.rate,
@@ -904,7 +907,7 @@ def main(argv: list[str] | None = None) -> int:
             "variants": [v.key for v in settings.variants],
             "refresh": settings.refresh,
             "big_burst": settings.big_burst,
-            "revision": _revision(),
+            "revision": revision(),
         }
         results["node_counts"].append(entry)
         results["node_counts"].sort(key=lambda e: e["nodes"])
@@ -925,7 +928,7 @@ def _micro(node_counts: list[int]) -> list[dict[str, object]]:
     rows = []
     for nodes in node_counts:
         pods = 300 if nodes <= 1000 else 100
-        _report(f"== the decision alone, offline: {nodes} nodes, {pods} pods")
+        report_line(f"== the decision alone, offline: {nodes} nodes, {pods} pods")
         rows += decide_micro.measure(nodes, pods)
     return rows
 
@@ -940,7 +943,7 @@ def _write(results: dict[str, Any], out: Path, plots: bool) -> str:
     (out / "results.md").write_text(markdown)
     if plots:
         for line in reporting.plots(results, out):
-            _report(line)
+            report_line(line)
     return markdown
 
 
