@@ -14,16 +14,13 @@ import yaml
 
 from promsched.api.converting import convert_file
 from promsched.api.crds import CRD_FILE, CRD_NAME
-from promsched.api.policies import (
-    API_VERSION,
-    KIND,
+from promsched.api.fields import Mode
+from promsched.api.policies import API_VERSION, KIND, SchedulingPolicy, SchedulingPolicySpec
+from promsched.api.statuses import (
     Condition,
     ConditionStatus,
     ConditionType,
     Decision,
-    Mode,
-    SchedulingPolicy,
-    SchedulingPolicySpec,
     SchedulingPolicyStatus,
     parse_status,
 )

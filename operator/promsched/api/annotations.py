@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from promsched.api.policies import NodeScore, PluginScore
+from promsched.api.statuses import NodeScore, PluginScore
 
 DECISION_ANNOTATION: Final = "promsched.io/decision"
 

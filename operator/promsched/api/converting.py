@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from promsched.api.policies import API_VERSION, KIND, BuiltinPlugin, PolicyError, SchedulingPolicy
+from promsched.api.fields import PolicyError
+from promsched.api.policies import API_VERSION, KIND, BuiltinPlugin, SchedulingPolicy
 
 SCHEDULER_CONFIG_GROUP = "kubescheduler.config.k8s.io"
 SCHEDULER_CONFIG_VERSIONS = ("v1beta1", "v1beta2", "v1beta3", "v1")

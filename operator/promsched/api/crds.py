@@ -15,14 +15,14 @@ import yaml
 from pydantic import BaseModel
 
 from promsched.api import policies
+from promsched.api.fields import DURATION_PATTERN, PATTERN_HINTS
 from promsched.api.policies import (
     BUILTIN_PLUGIN_NAMES,
-    DURATION_PATTERN,
-    PATTERN_HINTS,
     PLUGIN_FIELD_OWNERS,
     NodeIdentitySource,
     NormalizationType,
 )
+from promsched.api.statuses import SchedulingPolicyStatus
 
 CRD_NAME = f"{policies.PLURAL}.{policies.GROUP}"
 CRD_FILE = f"crds/{CRD_NAME}.yaml"
@@ -281,7 +281,7 @@ def render_crd() -> dict[str, Any]:
             "kind": {"description": "SchedulingPolicy", "type": "string"},
             "metadata": {"type": "object"},
             "spec": openapi_schema(policies.SchedulingPolicySpec),
-            "status": openapi_schema(policies.SchedulingPolicyStatus),
+            "status": openapi_schema(SchedulingPolicyStatus),
         },
     }
     return {

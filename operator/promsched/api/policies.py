@@ -7,22 +7,32 @@ and the operator validates every object it reads through them. Attributes are sn
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
-    ValidationError,
-    WithJsonSchema,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
+
+from promsched.api.fields import (
+    MOUNTPOINT_PATTERN,
+    NO_CONTROL_CHARS_PATTERN,
+    PLUGIN_NAME_PATTERN,
+    URL_PATTERN,
+    DeviceName,
+    DnsLabel,
+    DnsSubdomain,
+    Duration,
+    Mode,
+    PrometheusLabel,
+    SecretKey,
+    SpecModel,
+    parse_duration,
+    parse_model,
+)
+from promsched.api.statuses import SchedulingPolicyStatus
 
 GROUP = "promsched.io"
 VERSION = "v1alpha1"
@@ -86,11 +96,6 @@ PLUGIN_FIELD_OWNERS: dict[str, str | None] = {
 }
 
 
-class Mode(StrEnum):
-    ENFORCE = "Enforce"
-    SHADOW = "Shadow"
-
-
 class NodeIdentitySource(StrEnum):
     UNAME_NODENAME = "UnameNodename"
     LABEL = "Label"
@@ -108,151 +113,10 @@ class NormalizationType(StrEnum):
     RELATIVE = "Relative"
 
 
-class ConditionStatus(StrEnum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
-
-
-class ConditionType(StrEnum):
-    """The condition types promsched writes to status.conditions."""
-
-    READY = "Ready"
-    PROMETHEUS_REACHABLE = "PrometheusReachable"
-    METRICS_COMPLETE = "MetricsComplete"
-    CONFLICT = "Conflict"
-
-
-# --- Durations -----------------------------------------------------------------------------------
-
-# Go's time.ParseDuration syntax without sign, µs or a bare 0: one or more <number><unit>.
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
-DURATION_MAX_LENGTH = 32
-_DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_HINT = "must be a Go duration, e.g. 500ms, 5s, 1m30s, 2h or 0s"
-
-
-def _duration_seconds(value: str) -> float:
-    if len(value) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(value):
-        raise ValueError(f"{value!r} {_DURATION_HINT}")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART_RE.findall(value))
-
-
-def parse_duration(value: str, field: str = "duration") -> float:
-    """Seconds in a Go-style duration (``1m30s`` -> 90.0); ValueError naming `field` otherwise."""
-    try:
-        return _duration_seconds(value)
-    except ValueError as error:
-        raise ValueError(f"{field}: {error}") from None
-
-
-def _check_duration(value: str) -> str:
-    _duration_seconds(value)
-    return value
-
-
-Duration = Annotated[
-    str,
-    AfterValidator(_check_duration),
-    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN, "maxLength": DURATION_MAX_LENGTH}),
-]
-
-# --- Shared string shapes (the patterns are copied into the CRD, so the API server checks them too) ---
-
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-PROMETHEUS_LABEL_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
-PLUGIN_NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_-]*$"
-# Device names end up inside a PromQL matcher: no quotes, backslashes or spaces that could break out.
-DEVICE_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$"
-MOUNTPOINT_PATTERN = r"^/[a-zA-Z0-9_./-]*$"
-URL_PATTERN = r"^https?://[^\s/?#]+([/?#]\S*)?$"
-# devicePattern is embedded in a PromQL string literal: no control characters.
-NO_CONTROL_CHARS_PATTERN = r"^[^\x00-\x1f\x7f]*$"
-REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-
-DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
-DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
-PrometheusLabel = Annotated[str, Field(min_length=1, max_length=128, pattern=PROMETHEUS_LABEL_PATTERN)]
-SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY_PATTERN)]
-DeviceName = Annotated[str, Field(min_length=1, max_length=64, pattern=DEVICE_NAME_PATTERN)]
-NodeName = Annotated[str, Field(max_length=253)]
-ShortText = Annotated[str, Field(max_length=1024)]
-
-# Patterns with the hint shown when a value does not match: used in pydantic's errors and as the
-# message of the CRD's CEL rule for that pattern, so kubectl and promsched say the same thing.
-PATTERN_HINTS = {
-    DURATION_PATTERN: _DURATION_HINT,
-    URL_PATTERN: "must be an http:// or https:// URL, e.g. http://prometheus.monitoring:9090",
-    DNS_SUBDOMAIN_PATTERN: "must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.'), e.g. promsched",
-    DNS_LABEL_PATTERN: "must be a lowercase DNS label (a-z, 0-9 and '-'), e.g. monitoring",
-    PROMETHEUS_LABEL_PATTERN: "must be a Prometheus label name (letters, digits, '_'), e.g. instance",
-    SECRET_KEY_PATTERN: "must be a Secret key (letters, digits, '-', '_' and '.'), e.g. token",
-    PLUGIN_NAME_PATTERN: "must start with a letter and use only letters, digits, '-' and '_', e.g. gpu",
-    DEVICE_NAME_PATTERN: "must be a device name of letters, digits, '_', '.', ':' and '-', e.g. eth0",
-    MOUNTPOINT_PATTERN: "must be an absolute path of letters, digits, '_', '.', '-' and '/', e.g. /var",
-    NO_CONTROL_CHARS_PATTERN: "must not contain control characters such as newlines or tabs",
-}
-
-
-_ModelT = TypeVar("_ModelT", bound=BaseModel)
-
-
-class PolicyError(ValueError):
-    """A SchedulingPolicy (or part of one) that does not validate; the message names each field."""
-
-
-def _field_path(location: Sequence[int | str]) -> str:
-    path = ""
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-    return path
-
-
-def format_validation_error(error: ValidationError, root: str = "") -> str:
-    """One line per problem, each starting with the wire-format field path (``spec.plugins[0].weight``)."""
-    lines = []
-    for detail in error.errors():
-        path = _field_path(([root] if root else []) + list(detail["loc"]))
-        message = detail["msg"].removeprefix("Value error, ")
-        if detail["type"] == "extra_forbidden":
-            message = "unknown field; remove it or fix its spelling (fields are camelCase)"
-        elif detail["type"] == "missing":
-            message = "required field is missing"
-        elif detail["type"] == "string_pattern_mismatch":
-            pattern = str(detail.get("ctx", {}).get("pattern"))
-            message = PATTERN_HINTS.get(pattern, f"must match the regular expression {pattern}")
-        lines.append(f"{path or '(top level)'}: {message}")
-    return "\n".join(lines)
-
-
-class _ApiModel(BaseModel):
-    """Frozen, camelCase on the wire, snake_case in Python."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel)
-
-    def to_object(self) -> dict[str, Any]:
-        """The wire form (camelCase, JSON types, unset optionals left out), ready for the API server."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class _SpecModel(_ApiModel):
-    # Unknown spec fields are mistakes (a typo silently ignored would change scheduling), so reject them.
-    model_config = ConfigDict(extra="forbid")
-
-
-class _StatusModel(_ApiModel):
-    # Status is written by promsched; tolerate what other writers (or newer versions) add.
-    model_config = ConfigDict(extra="ignore")
-
-
 # --- Spec ----------------------------------------------------------------------------------------
 
 
-class SecretKeyRef(_SpecModel):
+class SecretKeyRef(SpecModel):
     """A key in a Secret."""
 
     namespace: DnsLabel = Field(description="Namespace of the Secret.")
@@ -260,7 +124,7 @@ class SecretKeyRef(_SpecModel):
     key: SecretKey = Field(description="Key in the Secret's data that holds the value.")
 
 
-class BasicAuthRef(_SpecModel):
+class BasicAuthRef(SpecModel):
     """A Secret holding an HTTP basic-auth username and password."""
 
     namespace: DnsLabel = Field(description="Namespace of the Secret.")
@@ -269,7 +133,7 @@ class BasicAuthRef(_SpecModel):
     password_key: SecretKey = Field("password", description="Key in the Secret that holds the password.")
 
 
-class PrometheusAuth(_SpecModel):
+class PrometheusAuth(SpecModel):
     """How promsched authenticates to Prometheus and verifies its certificate."""
 
     bearer_token: SecretKeyRef | None = Field(
@@ -293,7 +157,7 @@ class PrometheusAuth(_SpecModel):
         return self
 
 
-class PrometheusSpec(_SpecModel):
+class PrometheusSpec(SpecModel):
     """The Prometheus server whose node metrics drive scoring."""
 
     url: str = Field(
@@ -315,7 +179,7 @@ class PrometheusSpec(_SpecModel):
         return parse_duration(self.timeout, "prometheus.timeout")
 
 
-class NodeIdentity(_SpecModel):
+class NodeIdentity(SpecModel):
     """How a Prometheus series is matched to a Kubernetes node."""
 
     source: NodeIdentitySource = Field(
@@ -339,7 +203,7 @@ class NodeIdentity(_SpecModel):
         return self
 
 
-class Normalization(_SpecModel):
+class Normalization(SpecModel):
     """How a custom plugin's raw values become scores from 0 to 100."""
 
     type: NormalizationType = Field(
@@ -367,7 +231,7 @@ class Normalization(_SpecModel):
         return self
 
 
-class PluginSpec(_SpecModel):
+class PluginSpec(SpecModel):
     """One scoring plugin: a built-in (cpu, memory, diskIO, diskSpace, network) or a custom PromQL query."""
 
     name: str = Field(
@@ -477,7 +341,7 @@ class PluginSpec(_SpecModel):
 DEFAULT_PREFERENCE_WEIGHT = 50
 
 
-class PlacementPreferences(_SpecModel):
+class PlacementPreferences(SpecModel):
     """How much a pod's own placement preferences weigh against node load."""
 
     weight: int = Field(
@@ -495,7 +359,7 @@ class PlacementPreferences(_SpecModel):
     )
 
 
-class SchedulingPolicySpec(_SpecModel):
+class SchedulingPolicySpec(SpecModel):
     """Which pods promsched schedules, where their node metrics come from, and how nodes are scored."""
 
     scheduler_name: DnsSubdomain = Field(
@@ -563,162 +427,15 @@ class SchedulingPolicySpec(_SpecModel):
         return next((plugin for plugin in self.plugins if plugin.name == name), None)
 
 
-# --- Status --------------------------------------------------------------------------------------
-
-
-class Condition(_StatusModel):
-    """A metav1.Condition-shaped observation; promsched writes the types in ConditionType."""
-
-    type: str = Field(max_length=316, description="Condition type, e.g. Ready.")
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    reason: str = Field(
-        max_length=1024, pattern=REASON_PATTERN, description="CamelCase reason for the last transition."
-    )
-    message: str = Field("", max_length=32768, description="Human-readable detail.")
-    last_transition_time: datetime = Field(description="When status last changed.")
-    observed_generation: int | None = Field(
-        None, ge=0, description="metadata.generation the condition was computed for."
-    )
-
-
-def set_condition(conditions: Sequence[Condition], new: Condition) -> list[Condition]:
-    """`conditions` with `new` in place of its type; the transition time is kept if status did not change."""
-    result = []
-    replaced = False
-    for condition in conditions:
-        if condition.type != new.type:
-            result.append(condition)
-            continue
-        replaced = True
-        if condition.status == new.status:
-            new = new.model_copy(update={"last_transition_time": condition.last_transition_time})
-        result.append(new)
-    return result if replaced else [*result, new]
-
-
-def find_condition(conditions: Sequence[Condition], condition_type: str) -> Condition | None:
-    return next((condition for condition in conditions if condition.type == condition_type), None)
-
-
-class PluginScore(_StatusModel):
-    """One plugin's part in a node's score."""
-
-    name: str = Field(max_length=63, description="Plugin name.")
-    raw: float | None = Field(None, description="The metric value (absent when the node had no sample).")
-    score: float | None = Field(None, description="Normalized score 0..100 before weighting.")
-
-
-class NodeScore(_StatusModel):
-    """A candidate node and its weighted total."""
-
-    node: NodeName = Field(description="Node name.")
-    total: float = Field(description="Weighted score 0..100.")
-    plugins: list[PluginScore] = Field(default_factory=list, max_length=20, description="Per-plugin scores.")
-
-
-class FilteredCount(_StatusModel):
-    """How many nodes were filtered out for one reason."""
-
-    reason: ShortText = Field(description="Why the nodes were filtered, e.g. threshold of cpu exceeded.")
-    count: int = Field(ge=0, description="Number of nodes.")
-
-
-class Decision(_StatusModel):
-    """What promsched decided for one pod."""
-
-    pod: str = Field(max_length=317, description="The pod, as namespace/name.")
-    node: NodeName | None = Field(None, description="The chosen node; absent when no node fitted.")
-    time: datetime = Field(description="When the decision was made.")
-    latency_ms: float = Field(ge=0, description="Milliseconds from pod seen to decision.")
-    generation: int = Field(ge=0, description="metadata.generation of the policy that decided.")
-    mode: Mode = Field(description="The policy mode at decision time.")
-    top_nodes: list[NodeScore] = Field(
-        default_factory=list, max_length=3, description="The three best-scoring nodes."
-    )
-    filtered: list[FilteredCount] = Field(
-        default_factory=list, max_length=32, description="Nodes filtered out, by reason."
-    )
-
-
-class PreflightQuery(_StatusModel):
-    """One plugin query as tried at preflight."""
-
-    plugin: str = Field(max_length=63, description="Plugin name.")
-    query: str = Field(max_length=8192, description="The PromQL sent.")
-    ok: bool = Field(description="Whether the query succeeded.")
-    error: ShortText | None = Field(None, description="The error, when it failed.")
-
-
-class MissingSeries(_StatusModel):
-    """Nodes a plugin found no series for."""
-
-    plugin: str = Field(max_length=63, description="Plugin name.")
-    nodes: list[NodeName] = Field(
-        default_factory=list, max_length=20, description="The first 20 nodes without a series."
-    )
-    count: int = Field(ge=0, description="How many nodes had no series.")
-
-
-class Preflight(_StatusModel):
-    """The result of checking every plugin query against Prometheus."""
-
-    checked_at: datetime = Field(description="When the check ran.")
-    queries: list[PreflightQuery] = Field(
-        default_factory=list, max_length=20, description="Per-plugin results."
-    )
-    missing_series: list[MissingSeries] = Field(
-        default_factory=list, max_length=20, description="Plugins with nodes that have no series."
-    )
-
-
-class SchedulingPolicyStatus(_StatusModel):
-    """What promsched observed and decided; written by promsched only."""
-
-    observed_generation: int | None = Field(
-        None, ge=0, description="metadata.generation that promsched last acted on."
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        max_length=16,
-        description="Ready, PrometheusReachable, MetricsComplete and Conflict.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-    )
-    scheduled: int = Field(0, ge=0, description="Pods bound (Enforce) or scored (Shadow).")
-    unschedulable: int = Field(
-        0, ge=0, description="Pods that fitted no node at least once; each pod is counted once."
-    )
-    unschedulable_now: int = Field(
-        0, ge=0, description="Pods waiting now because no node fits them (as of the last status write)."
-    )
-    errors: int = Field(0, ge=0, description="Scheduling attempts that failed with an error.")
-    last_decision: Decision | None = Field(None, description="The most recent decision.")
-    recent_decisions: list[Decision] = Field(
-        default_factory=list, max_length=50, description="The latest decisions, newest first."
-    )
-    preflight: Preflight | None = Field(None, description="The latest query preflight check.")
-
-
 # --- The resource --------------------------------------------------------------------------------
-
-
-def _parse(model: type[_ModelT], data: Any, root: str) -> _ModelT:
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        raise PolicyError(format_validation_error(error, root)) from None
 
 
 def parse_spec(spec: Mapping[str, Any]) -> SchedulingPolicySpec:
     """Validate an object's ``spec`` (e.g. from a Kopf handler); PolicyError lists ``spec.*`` fields."""
-    return _parse(SchedulingPolicySpec, spec, "spec")
+    return parse_model(SchedulingPolicySpec, spec, "spec")
 
 
-def parse_status(status: Mapping[str, Any] | None) -> SchedulingPolicyStatus:
-    """Validate an object's ``status``; an absent status is the empty one."""
-    return _parse(SchedulingPolicyStatus, status or {}, "status")
-
-
-class SchedulingPolicy(_SpecModel):
+class SchedulingPolicy(SpecModel):
     """A SchedulingPolicy object as the API server stores it."""
 
     api_version: Literal["promsched.io/v1alpha1"] = Field(
@@ -732,7 +449,7 @@ class SchedulingPolicy(_SpecModel):
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> SchedulingPolicy:
         """Validate a whole object (dict from YAML or the API); PolicyError names each bad field path."""
-        return _parse(cls, obj, "")
+        return parse_model(cls, obj, "")
 
     @property
     def name(self) -> str:

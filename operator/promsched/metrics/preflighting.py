@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from promsched.api.policies import MissingSeries, Preflight, PreflightQuery
+from promsched.api.statuses import MissingSeries, Preflight, PreflightQuery
 from promsched.metrics.errors import PrometheusError, PrometheusQueryError
 from promsched.metrics.identifying import EXAMPLES_KEPT, NodeDirectory
 from promsched.metrics.planning import Plan

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from promsched.api.policies import NodeScore, OnMissingMetrics, PluginScore
+from promsched.api.policies import OnMissingMetrics
+from promsched.api.statuses import NodeScore, PluginScore
 from promsched.metrics.snapshots import Snapshot
 
 NEUTRAL_SCORE = 50.0

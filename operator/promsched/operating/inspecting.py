@@ -24,14 +24,9 @@ from promsched.api.annotations import (
     AnnotationError,
     decode_decision,
 )
-from promsched.api.policies import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    Decision,
-    PolicyError,
-    SchedulingPolicy,
-)
+from promsched.api.fields import PolicyError
+from promsched.api.policies import GROUP, PLURAL, VERSION, SchedulingPolicy
+from promsched.api.statuses import Decision
 from promsched.kube.configuring import discover
 from promsched.kube.credentials import CredentialsError
 from promsched.kube.requests import Request

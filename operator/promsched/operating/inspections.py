@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from promsched.api.annotations import AnnotatedDecision
-from promsched.api.policies import Decision, Preflight, SchedulingPolicy
+from promsched.api.policies import SchedulingPolicy
+from promsched.api.statuses import Decision, Preflight
 from promsched.scheduling.deciding import Outcome
 
 # `-o`: the human table (default), else "json" or "yaml": the same facts as a document.

@@ -13,7 +13,9 @@ from typing import Any
 import yaml
 
 from promsched.api.annotations import DECISION_ANNOTATION
-from promsched.api.policies import Decision, FilteredCount, Mode, NodeScore, PluginScore, SchedulingPolicy
+from promsched.api.fields import Mode
+from promsched.api.policies import SchedulingPolicy
+from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore
 from promsched.operating.inspections import Explanation, Ranking
 from promsched.scheduling.schedulers import TOP_NODES
 

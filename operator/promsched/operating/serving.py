@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from promsched.api.policies import ConditionStatus, ConditionType, find_condition
+from promsched.api.statuses import ConditionStatus, ConditionType, find_condition
 from promsched.scheduling import telemetry
 from promsched.scheduling.runtimes import PolicyRuntime
 from promsched.scheduling.schedulers import Scheduler

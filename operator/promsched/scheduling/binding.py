@@ -18,7 +18,7 @@ from typing import Final
 import aiohttp
 
 from promsched.api.annotations import DECISION_ANNOTATION
-from promsched.api.policies import Decision
+from promsched.api.statuses import Decision
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.scheduling import telemetry

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from promsched.api.policies import (
+from promsched.api.statuses import (
     Condition,
     ConditionStatus,
     ConditionType,

@@ -19,15 +19,9 @@ from typing import Any, Protocol
 import aiohttp
 import yarl
 
-from promsched.api.policies import (
-    Condition,
-    ConditionType,
-    Mode,
-    PolicyError,
-    SchedulingPolicy,
-    SchedulingPolicySpec,
-    parse_status,
-)
+from promsched.api.fields import Mode, PolicyError
+from promsched.api.policies import SchedulingPolicy, SchedulingPolicySpec
+from promsched.api.statuses import Condition, ConditionType, parse_status
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.metrics.errors import PrometheusError

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from promsched.api.annotations import encode_decision
-from promsched.api.policies import Decision, FilteredCount, Mode
+from promsched.api.fields import Mode
+from promsched.api.statuses import Decision, FilteredCount
 from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from promsched.api.annotations import AnnotationError, decode_decision, encode_decision
-from promsched.api.policies import NodeScore, PluginScore
+from promsched.api.statuses import NodeScore, PluginScore
 from promsched.metrics.scoring import NodeResult, PluginResult
 
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from promsched.api.crds import CRD_FILE, render_crd, render_crd_yaml
-from promsched.api.policies import PATTERN_HINTS, SchedulingPolicySpec
+from promsched.api.fields import PATTERN_HINTS
+from promsched.api.policies import SchedulingPolicySpec
 
 REPO = Path(__file__).parents[3]
 CRD = render_crd()

@@ -9,23 +9,23 @@ from typing import Any
 import pytest
 import yaml
 
+from promsched.api.fields import Mode, PolicyError, parse_duration
 from promsched.api.policies import (
     BUILTIN_PLUGIN_NAMES,
     BuiltinPlugin,
+    NodeIdentitySource,
+    OnMissingMetrics,
+    SchedulingPolicy,
+    SchedulingPolicySpec,
+    parse_spec,
+)
+from promsched.api.statuses import (
     Condition,
     ConditionStatus,
     ConditionType,
     Decision,
-    Mode,
-    NodeIdentitySource,
-    OnMissingMetrics,
-    PolicyError,
-    SchedulingPolicy,
-    SchedulingPolicySpec,
     SchedulingPolicyStatus,
     find_condition,
-    parse_duration,
-    parse_spec,
     parse_status,
     set_condition,
 )

@@ -17,7 +17,8 @@ from aiohttp import web
 import promsched.sandbox
 from promsched import cli
 from promsched.api.annotations import DECISION_ANNOTATION, AnnotatedDecision
-from promsched.api.policies import (
+from promsched.api.policies import SchedulingPolicy
+from promsched.api.statuses import (
     Decision,
     FilteredCount,
     MissingSeries,
@@ -25,7 +26,6 @@ from promsched.api.policies import (
     PluginScore,
     Preflight,
     PreflightQuery,
-    SchedulingPolicy,
 )
 from promsched.metrics.scoring import NodeResult, PluginResult
 from promsched.operating import inspecting, rendering

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import PolicyError, parse_spec
+from promsched.api.fields import PolicyError
+from promsched.api.policies import parse_spec
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import decide
 from promsched.scheduling.pods import PodInfo

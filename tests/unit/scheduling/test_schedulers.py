@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import Decision, parse_spec
+from promsched.api.policies import parse_spec
+from promsched.api.statuses import Decision
 from promsched.kube.requests import Request
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
