@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -192,9 +193,28 @@ def _run(args: argparse.Namespace) -> int:
             else None,
             watch_inactivity_timeout=args.watch_inactivity_timeout,
             resync_interval=args.resync_interval,
+            kube_api_qps=args.kube_api_qps,
+            kube_api_burst=args.kube_api_burst,
         )
     )
     return 0
+
+
+def _positive(kind: Callable[[str], float], what: str, default: str) -> Callable[[str], float]:
+    """An argparse type: `what` above 0, or an error naming kube-scheduler's default."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(
+                f"must be {what} above 0, not {text!r} (kube-scheduler's default: {default})"
+            )
+        return value
+
+    return parse
 
 
 def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -224,6 +244,19 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=300.0,
         help="seconds between lists of every watched kind that compare the cache with the cluster and "
         "repair it (promsched_cache_drift_total counts what they find); 0: never (default 300)",
+    )
+    run.add_argument(
+        "--kube-api-qps",
+        type=_positive(float, "a number", "50"),
+        default=50.0,
+        help="requests per second to the API server, after a burst (kube-scheduler's flag; default 50); "
+        "bindings go first when requests wait",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=_positive(int, "a whole number", "100"),
+        default=100,
+        help="requests sent at once before --kube-api-qps applies (kube-scheduler's flag; default 100)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)
@@ -289,6 +322,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.api.converting import ConversionError
     from promsched.kube.credentials import CredentialsError
     from promsched.operating.inspections import InspectError
+    from promsched.operating.listening import StartupError
     from promsched.sandbox.clusters import SandboxError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError
@@ -304,6 +338,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
         ConversionError,
         InspectError,
         CredentialsError,
+        StartupError,
     ) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -29,7 +30,7 @@ class TokenBucket:
     def __init__(
         self, qps: float, burst: int, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep
     ) -> None:
-        if qps <= 0 or burst < 1:
+        if not (qps > 0 and math.isfinite(qps)) or burst < 1:
             raise ValueError(f"a token bucket needs qps > 0 and burst >= 1, not qps={qps}, burst={burst}")
         self.qps = qps
         self.burst = burst

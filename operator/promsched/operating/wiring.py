@@ -25,7 +25,8 @@ from promsched.kube.configuring import discover
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import LIST_PAGE_SIZE
 from promsched.kube.sending import KubeClient, open_session
-from promsched.operating import serving
+from promsched.kube.throttling import TokenBucket
+from promsched.operating import listening, serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
 from promsched.scheduling.schedulers import Scheduler
@@ -53,6 +54,9 @@ class RunOptions:
     watch_inactivity_timeout: float = 70.0
     # Every kind is listed again this often, to find and repair what the watches missed; 0: never.
     resync_interval: float = 300.0
+    # The client-side rate limit of the operator's requests, as kube-scheduler's flags of these names.
+    kube_api_qps: float = 50.0
+    kube_api_burst: int = 100
 
 
 @dataclass
@@ -61,12 +65,18 @@ class Runtime:
     credentials: Credentials
     client: KubeClient
     scheduler: Scheduler
+    listener: socket.socket  # bound before Kopf starts (see `listening`)
     loop_task: asyncio.Task[None] | None = None
     elector_task: asyncio.Task[None] | None = None
     site: web.AppRunner | None = None
+    failure: str | None = None  # why the startup handler failed
 
 
-_runtime: Runtime | None = None
+class Memo(kopf.Memo):
+    """Kopf's memo: handlers get it as `memo` (each watched object a shallow copy, so the same
+    runtime)."""
+
+    runtime: Runtime
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -85,18 +95,13 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def _current() -> Runtime:
-    if _runtime is None:
-        raise RuntimeError("promsched's operator runtime is not started")
-    return _runtime
-
-
 @kopf.on.login()
-async def login(**_: Any) -> kopf.AiohttpSession:
+async def login(memo: Memo, **_: Any) -> kopf.AiohttpSession:
     """Kopf's watches get a session like promsched's own client: the same token source (renewed on
     expiry and after a 401 without Kopf logging in again), proxy and tls-server-name, which Kopf's
-    ConnectionInfo cannot carry. Unlimited connections, as Kopf's own: each watch holds one."""
-    credentials = _current().credentials
+    ConnectionInfo cannot carry. Unlimited connections, as Kopf's own: each watch holds one. Not
+    rate-limited: Kopf's lists and watches are its own, not the operator's client's."""
+    credentials = memo.runtime.credentials
     return kopf.AiohttpSession(
         aiohttp_session=open_session(credentials, connections=0),
         server=credentials.server,
@@ -105,8 +110,19 @@ async def login(**_: Any) -> kopf.AiohttpSession:
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    runtime = _current()
+async def startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
+    """A failure stops Kopf (`run` raises StartupError) instead of being retried every minute while
+    nothing is scheduled: nothing in here gets better by waiting."""
+    runtime = memo.runtime
+    try:
+        await _start(settings, runtime)
+    except Exception as error:
+        await _stop(runtime)
+        runtime.failure = f"startup failed: {error}"
+        raise kopf.PermanentError(runtime.failure) from error
+
+
+async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
     settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
@@ -148,14 +164,16 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     runtime.site = web.AppRunner(app, access_log=None)
     await runtime.site.setup()
-    host, _colon, port = options.listen.rpartition(":")
-    await web.TCPSite(runtime.site, host or "0.0.0.0", int(port)).start()
+    await web.SockSite(runtime.site, runtime.listener).start()
     logger.info("promsched serving /metrics, /healthz, /readyz on %s", options.listen)
 
 
 @kopf.on.cleanup()
-async def cleanup(**_: Any) -> None:
-    runtime = _current()
+async def cleanup(memo: Memo, **_: Any) -> None:
+    await _stop(memo.runtime)
+
+
+async def _stop(runtime: Runtime) -> None:
     for task in (runtime.elector_task, runtime.loop_task):
         if task is not None:
             task.cancel()
@@ -173,39 +191,39 @@ def _kind(event: kopf.RawEvent) -> str:
 # The cluster's kinds get the event type as Kopf gives it: None marks an object of Kopf's listing,
 # which after a 410 Gone tells the intake to list the kind itself and learn what was deleted meanwhile.
 @kopf.on.event("", "v1", "nodes")
-async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_node(event["type"], event["object"])
+async def node_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_node(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "pods")
-async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_pod(event["type"], event["object"])
+async def pod_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_pod(event["type"], event["object"])
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
-    await _current().scheduler.on_policy(_kind(event), event["object"])
+async def policy_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    await memo.runtime.scheduler.on_policy(_kind(event), event["object"])
 
 
 # What inter-pod rules (namespace selectors) and volume filters read besides pods and nodes.
 @kopf.on.event("", "v1", "namespaces")
-async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_namespace(event["type"], event["object"])
+async def namespace_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_namespace(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "persistentvolumeclaims")
-async def claim_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_claim(event["type"], event["object"])
+async def claim_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_claim(event["type"], event["object"])
 
 
 @kopf.on.event("", "v1", "persistentvolumes")
-async def volume_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_volume(event["type"], event["object"])
+async def volume_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_volume(event["type"], event["object"])
 
 
 @kopf.on.event("storage.k8s.io", "v1", "storageclasses")
-async def storage_class_event(event: kopf.RawEvent, **_: Any) -> None:
-    _current().scheduler.on_storage_class(event["type"], event["object"])
+async def storage_class_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_storage_class(event["type"], event["object"])
 
 
 # asyncio gives every TLS connection a 256 KiB read buffer, zero-filled and so resident from the start:
@@ -219,11 +237,12 @@ def limit_tls_read_buffers() -> None:
 
 
 def run(options: RunOptions) -> None:
-    """Run the operator until interrupted."""
-    global _runtime
+    """Run the operator until interrupted. Raises StartupError (and CredentialsError) for what keeps
+    it from starting."""
     limit_tls_read_buffers()
     credentials = discover(options.kubeconfig, options.context)
-    client = KubeClient(credentials)
+    listener = listening.bind(options.listen)
+    client = KubeClient(credentials, limiter=TokenBucket(options.kube_api_qps, options.kube_api_burst))
     secrets = SecretCache(client)
     scheduler = Scheduler(
         client,
@@ -232,7 +251,15 @@ def run(options: RunOptions) -> None:
         namespaces=frozenset(options.namespaces) or None,
         resync_interval=options.resync_interval,
     )
-    _runtime = Runtime(options, credentials, client, scheduler)
-    # Pods of every namespace are watched even when scheduling is limited to some: their requests
-    # occupy the same nodes, and leaving them out would overcommit.
-    kopf.run(standalone=True, clusterwide=True)
+    memo = Memo(runtime=Runtime(options, credentials, client, scheduler, listener))
+    try:
+        # Pods of every namespace are watched even when scheduling is limited to some: their requests
+        # occupy the same nodes, and leaving them out would overcommit.
+        kopf.run(standalone=True, clusterwide=True, memo=memo)
+    except Exception as error:
+        # Kopf raises a failed startup handler's error wrapped in an ActivityError it does not export.
+        if memo.runtime.failure is None:
+            raise
+        raise listening.StartupError(memo.runtime.failure) from error
+    finally:
+        listener.close()

@@ -134,7 +134,9 @@ async def test_closing_fails_the_requests_still_waiting(clock: Clock) -> None:
         await waiter
 
 
-@pytest.mark.parametrize(("qps", "burst"), [(0, 100), (-1, 100), (50, 0)])
+@pytest.mark.parametrize(
+    ("qps", "burst"), [(0, 100), (-1, 100), (float("nan"), 100), (float("inf"), 100), (50, 0)]
+)
 def test_a_bucket_that_could_never_serve_is_refused(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="qps > 0 and burst >= 1"):
         TokenBucket(qps, burst)

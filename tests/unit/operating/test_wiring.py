@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import copy
+import socket
 import ssl
 
 import kopf
 import pytest
 
-from promsched.operating.wiring import TLS_READ_BUFFER, NoDiffBase, limit_tls_read_buffers
+from promsched.kube.credentials import Credentials, FixedToken
+from promsched.kube.sending import KubeClient
+from promsched.operating import listening
+from promsched.operating.wiring import (
+    TLS_READ_BUFFER,
+    Memo,
+    NoDiffBase,
+    RunOptions,
+    Runtime,
+    limit_tls_read_buffers,
+    login,
+    node_event,
+    startup,
+)
+from promsched.scheduling.schedulers import Scheduler
+from support.fake_apis import FakeSender
+from support.objects import node_object
 
 
 def test_no_diff_base_keeps_no_state_of_pods() -> None:
@@ -30,3 +48,36 @@ async def test_tls_connections_get_small_read_buffers(monkeypatch: pytest.Monkey
         loop, asyncio.Protocol(), ssl.create_default_context(), loop.create_future(), server_hostname="x"
     )
     assert len(protocol._ssl_buffer) == TLS_READ_BUFFER
+
+
+# ----- the runtime in Kopf's memo ------------------------------------------------------------------------
+
+
+def runtime_on(listener: socket.socket) -> Runtime:
+    credentials = Credentials("http://127.0.0.1:1", "a test", token=FixedToken("t", "a token"))
+    return Runtime(RunOptions(), credentials, KubeClient(credentials), Scheduler(FakeSender()), listener)
+
+
+async def test_handlers_find_the_runtime_in_kopfs_memo() -> None:
+    memo = Memo(runtime=runtime_on(listening.bind("127.0.0.1:0")))
+    per_object = copy.copy(memo)  # what Kopf hands the handlers of each watched object
+    try:
+        await node_event(event={"type": "ADDED", "object": node_object("n1")}, memo=per_object)
+        assert set(memo.runtime.scheduler.cache.nodes) == {"n1"}
+        session = await login(memo=per_object)
+        assert session.server == "http://127.0.0.1:1"
+        await session.aiohttp_session.close()
+    finally:
+        memo.runtime.listener.close()
+
+
+async def test_a_startup_that_fails_stops_what_it_started_and_is_not_retried() -> None:
+    listener = listening.bind("127.0.0.1:0")
+    listener.close()  # aiohttp cannot serve on it: the last startup step fails
+    memo = Memo(runtime=runtime_on(listener))
+    with pytest.raises(kopf.PermanentError) as raised:
+        await startup(settings=kopf.OperatorSettings(), memo=memo)
+    runtime = memo.runtime
+    assert str(raised.value) == runtime.failure == "startup failed: [Errno 9] Bad file descriptor"
+    assert runtime.loop_task is not None
+    assert runtime.loop_task.cancelled(), "the scheduling loop it had started is stopped"
