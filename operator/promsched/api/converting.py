@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
+from promsched.api.builtins import BuiltinPlugin
 from promsched.api.fields import PolicyError
-from promsched.api.policies import API_VERSION, KIND, BuiltinPlugin, SchedulingPolicy
+from promsched.api.policies import API_VERSION, KIND, SchedulingPolicy
 
 SCHEDULER_CONFIG_GROUP = "kubescheduler.config.k8s.io"
 SCHEDULER_CONFIG_VERSIONS = ("v1beta1", "v1beta2", "v1beta3", "v1")

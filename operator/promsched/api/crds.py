@@ -15,13 +15,9 @@ import yaml
 from pydantic import BaseModel
 
 from promsched.api import policies
+from promsched.api.builtins import BUILTIN_PLUGIN_NAMES, PLUGIN_FIELD_OWNERS
 from promsched.api.fields import DURATION_PATTERN, PATTERN_HINTS
-from promsched.api.policies import (
-    BUILTIN_PLUGIN_NAMES,
-    PLUGIN_FIELD_OWNERS,
-    NodeIdentitySource,
-    NormalizationType,
-)
+from promsched.api.policies import NodeIdentitySource, NormalizationType
 from promsched.api.statuses import SchedulingPolicyStatus
 
 CRD_NAME = f"{policies.PLURAL}.{policies.GROUP}"

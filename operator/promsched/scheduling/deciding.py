@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT, BuiltinPlugin
+from promsched.api.builtins import BuiltinPlugin
+from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
 from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot

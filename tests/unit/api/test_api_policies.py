@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from promsched.api.builtins import BUILTIN_PLUGIN_NAMES, BuiltinPlugin
 from promsched.api.fields import Mode, PolicyError, parse_duration
 from promsched.api.policies import (
-    BUILTIN_PLUGIN_NAMES,
-    BuiltinPlugin,
     NodeIdentitySource,
     OnMissingMetrics,
     SchedulingPolicy,

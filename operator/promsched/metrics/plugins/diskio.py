@@ -5,7 +5,8 @@ timeRange 0s uses a 1m rate window (io time is a counter). devicePattern is an R
 
 from __future__ import annotations
 
-from promsched.api.policies import DEFAULT_DISK_DEVICE_PATTERN, PluginSpec
+from promsched.api.builtins import DEFAULT_DISK_DEVICE_PATTERN
+from promsched.api.policies import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, counter_window

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from promsched.api.policies import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, PluginSpec
+from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN
+from promsched.api.policies import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, counter_window, relative_scores
