@@ -94,11 +94,27 @@ def test_the_operator_listens_on_every_address_at_the_charts_port(tmp_path: Path
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
 
 
+def test_the_longest_unschedulable_wait_reaches_the_operator_as_kube_schedulers_flag(tmp_path: Path) -> None:
+    args = container(render(tmp_path))["args"]
+    assert "--pod-max-in-unschedulable-pods-duration=5m" in args
+    assert build_parser().parse_args(["run", *args]).pod_max_in_unschedulable_pods_duration == 300.0
+    args = container(render(tmp_path, {"podMaxInUnschedulablePodsDuration": "90s"}))["args"]
+    assert build_parser().parse_args(["run", *args]).pod_max_in_unschedulable_pods_duration == 90.0
+
+
 def test_the_resync_interval_reaches_the_operator(tmp_path: Path) -> None:
     assert "--resync-interval=300" in container(render(tmp_path))["args"]
     args = container(render(tmp_path, {"resyncInterval": 0}))["args"]
     assert "--resync-interval=0" in args
     assert build_parser().parse_args(["run", *args]).resync_interval == 0.0
+
+
+def test_the_api_rate_limit_reaches_the_operator(tmp_path: Path) -> None:
+    args = container(render(tmp_path))["args"]
+    assert {"--kube-api-qps=50", "--kube-api-burst=100"} <= set(args)  # kube-scheduler's defaults
+    args = container(render(tmp_path, {"kubeApi": {"qps": 0.5, "burst": 2000000}}))["args"]
+    parsed = build_parser().parse_args(["run", *args])
+    assert (parsed.kube_api_qps, parsed.kube_api_burst) == (0.5, 2000000)
 
 
 # --- pod security and probes -------------------------------------------------------------------------

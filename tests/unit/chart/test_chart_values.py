@@ -50,6 +50,7 @@ UNKNOWN_KEYS = [
     ({"admissionWarning": {"enable": False}}, "enable"),
     ({"defaultPolicy": {"enabled": True, "spc": {}}}, "spc"),
     ({"resources": {"request": {"cpu": "1"}}}, "request"),
+    ({"kubeApi": {"QPS": 100}}, "QPS"),
 ]
 
 
@@ -71,6 +72,9 @@ WRONG_TYPES = [
     ({"image": {"digest": "latest"}}, "/image/digest"),
     ({"logLevel": "TRACE"}, "/logLevel"),
     ({"resyncInterval": -1}, "/resyncInterval"),
+    ({"podMaxInUnschedulablePodsDuration": "5 minutes"}, "/podMaxInUnschedulablePodsDuration"),
+    ({"kubeApi": {"qps": 0}}, "/kubeApi/qps"),
+    ({"kubeApi": {"burst": 1.5}}, "/kubeApi/burst"),
     ({"namespaces": "default"}, "/namespaces"),
     ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
     ({"prometheus": {"allowedHosts": "a,b"}}, "/prometheus/allowedHosts"),
