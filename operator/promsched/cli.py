@@ -193,11 +193,25 @@ def _run(args: argparse.Namespace) -> int:
             else None,
             watch_inactivity_timeout=args.watch_inactivity_timeout,
             resync_interval=args.resync_interval,
+            max_unschedulable_seconds=args.pod_max_in_unschedulable_pods_duration,
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
         )
     )
     return 0
+
+
+def _duration(text: str) -> float:
+    """An argparse type: a Go duration above 0 (5m, 90s, 1m30s), in seconds."""
+    from promsched.api.fields import parse_duration
+
+    try:
+        seconds = parse_duration(text, "the duration")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, e.g. 5m, not {text!r}")
+    return seconds
 
 
 def _positive(kind: Callable[[str], float], what: str, default: str) -> Callable[[str], float]:
@@ -257,6 +271,14 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=_positive(int, "a whole number", "100"),
         default=100,
         help="requests sent at once before --kube-api-qps applies (kube-scheduler's flag; default 100)",
+    )
+    run.add_argument(
+        "--pod-max-in-unschedulable-pods-duration",
+        type=_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="how long a pod that fits nowhere waits for a cluster event that may help it before it is "
+        "tried again anyway, e.g. 5m (kube-scheduler's flag and default: 5m)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

@@ -54,6 +54,9 @@ class RunOptions:
     watch_inactivity_timeout: float = 70.0
     # Every kind is listed again this often, to find and repair what the watches missed; 0: never.
     resync_interval: float = 300.0
+    # How long a pod that fits nowhere waits for a helpful cluster event (kube's
+    # podMaxInUnschedulablePodsDuration).
+    max_unschedulable_seconds: float = 300.0
     # The client-side rate limit of the operator's requests, as kube-scheduler's flags of these names.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
@@ -250,6 +253,7 @@ def run(options: RunOptions) -> None:
         allowed_prometheus_hosts=options.allowed_prometheus_hosts,
         namespaces=frozenset(options.namespaces) or None,
         resync_interval=options.resync_interval,
+        max_unschedulable_seconds=options.max_unschedulable_seconds,
     )
     memo = Memo(runtime=Runtime(options, credentials, client, scheduler, listener))
     try:
