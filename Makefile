@@ -69,3 +69,12 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 
 bench: install-sandbox $(VENV)/.bench-installed
 	python -m bench.benchmark --nodes $(BENCH_NODES) --out bench/results $(BENCH_ARGS)
+
+# Parked pods (issue 18): 2000 pods that fit nowhere on 100 nodes, promsched then kube-scheduler, parked
+# QUIET_PARK_MINUTES each, then room for half; writes bench/results/quiet.{md,json,png}. About 2 x (park + 2)
+# + 3 minutes of wall time: 27 minutes at the default 10.
+QUIET_PARK_MINUTES ?= 10
+QUIET_ARGS ?=
+.PHONY: bench-quiet
+bench-quiet: install-sandbox $(VENV)/.bench-installed
+	python -m bench.quiet --pods 2000 --park-minutes $(QUIET_PARK_MINUTES) --out bench/results $(QUIET_ARGS)
