@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,30 +59,6 @@ def patch_pod_condition(namespace: str, name: str, condition: Mapping[str, str])
     # Strategic merge patches merge pod conditions by `type`, leaving the others as they are.
     body = {"status": {"conditions": [dict(condition)]}}
     return Request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body, STRATEGIC_MERGE_PATCH)
-
-
-def create_event(
-    regarding: Mapping[str, str], event_type: str, reason: str, message: str, component: str
-) -> Request:
-    """A core/v1 Event on an object, as `kubectl describe` shows them."""
-    stamp = now_rfc3339()
-    namespace = regarding.get("namespace") or "default"
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{regarding['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-        "involvedObject": dict(regarding),
-        "type": event_type,
-        "reason": reason,
-        "message": message[:1024],
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-    return Request("POST", f"/api/v1/namespaces/{namespace}/events", body)
 
 
 def policy_path(name: str) -> str:
