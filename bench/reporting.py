@@ -11,7 +11,7 @@ from typing import Any
 Run = dict[str, Any]
 
 LABELS = {
-    "promsched": "promsched",
+    "promsched": "promsched (QPS 1000/2000)",
     "ks-default": "kube-scheduler (QPS 50/100)",
     "ks-raised": "kube-scheduler (QPS 1000/2000)",
     "null": "null binder",
