@@ -30,6 +30,26 @@ format: venv
 crds: venv
 	promsched crd > crds/schedulingpolicies.promsched.io.yaml
 
+# The image's locks (the Dockerfile installs them with --require-hashes): requirements/runtime.txt from
+# pyproject.toml's `dependencies`, requirements/build.txt from its [build-system] requires, resolved for
+# the image's Python 3.11 on Linux, wheels only, with every file's hash. Pins already in a lock are kept;
+# LOCK_ARGS=--upgrade moves them to the newest releases the ranges allow.
+UV_VERSION ?= 0.13.9
+LOCK_ARGS ?=
+LOCK := UV_CUSTOM_COMPILE_COMMAND="make lock" uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform linux --only-binary :all: $(LOCK_ARGS)
+.PHONY: lock
+
+$(VENV)/.lock-installed: $(VENV)/.installed
+	@echo "pip: installing uv $(UV_VERSION), the resolver behind make lock"
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	touch $@
+
+lock: $(VENV)/.lock-installed
+	$(LOCK) pyproject.toml -o requirements/runtime.txt
+	python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')" \
+		| $(LOCK) - -o requirements/build.txt
+
 install-sandbox: venv
 	promsched sandbox install
 
