@@ -70,6 +70,7 @@ __all__ = [
     "RefreshObserver",
     "Refresher",
     "Sample",
+    "ScoreMemo",
     "SecretReader",
     "SecretValue",
     "Series",
@@ -79,7 +80,6 @@ __all__ = [
     "plan_from_policy",
     "preflight",
     "preflight_report",
-    "ScoreMemo",
     "score_nodes",
     "take_snapshot",
 ]
