@@ -31,6 +31,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,11 +67,13 @@ from bench.kubeapi import cpu_seconds, watch_session
 from bench.requestcounts import (
     Counts,
     RequestKey,
+    by_label,
     difference,
     event_occurrences,
     net_of_baseline,
     parse_request_totals,
     per_minute,
+    regarded,
     scheduling_total,
     writes,
 )
@@ -159,18 +162,30 @@ class Run:
     pods: int
     scheduler_pid: int = 0
     apiserver_pid: int = 0
+    scheduler_metrics_url: str | None = None  # promsched's /metrics; kube-scheduler's is not read
     times: PodTimes = field(default_factory=PodTimes)
     samples: list[Sample] = field(default_factory=list)
     created_at: float = 0.0
     freed_at: float = 0.0
     events_parked: list[dict[str, Any]] = field(default_factory=list)
     events_end: list[dict[str, Any]] = field(default_factory=list)
+    # promsched_api_writes_dropped_total by kind, at the end of the park and at the end.
+    dropped_parked: dict[str, float] = field(default_factory=dict)
+    dropped_end: dict[str, float] = field(default_factory=dict)
 
     def sample(self, phase: str) -> Sample:
         return next(s for s in self.samples if s.phase == phase)
 
 
 # ----- the API server's counters and the nodes' taints ---------------------------------------------------
+
+
+def read_dropped(url: str | None) -> dict[str, float]:
+    """promsched's count of the informational writes (events, conditions) it dropped, by kind."""
+    if url is None:
+        return {}
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        return by_label(response.read().decode(), "promsched_api_writes_dropped_total", "kind")
 
 
 async def read_counts(session: aiohttp.ClientSession) -> Counts:
@@ -255,6 +270,7 @@ async def park_and_free(credentials: Credentials, namespace: str, run: Run, sett
             await sample("created")
             await sample_until(run.created_at + 60 * settings.park_minutes, "parked")
             run.events_parked = await list_all(client, f"/api/v1/namespaces/{namespace}/events")
+            run.dropped_parked = await asyncio.to_thread(read_dropped, run.scheduler_metrics_url)
             await sample("park-end")
             run.freed_at = time.monotonic()
             await asyncio.gather(*(client.send(taint_patch(node, parked=False)) for node in run.room.nodes))
@@ -265,6 +281,7 @@ async def park_and_free(credentials: Credentials, namespace: str, run: Run, sett
             # The writes a scheduler queues behind its bindings (events, conditions) land in this window.
             await sample_until(time.monotonic() + settings.settle_seconds, "settling")
             run.events_end = await list_all(client, f"/api/v1/namespaces/{namespace}/events")
+            run.dropped_end = await asyncio.to_thread(read_dropped, run.scheduler_metrics_url)
             await sample("end")
         finally:
             follower.cancel()
@@ -291,7 +308,7 @@ def run_scheduler(
     asyncio.run(create_namespace(credentials, namespace))
     run = Run(variant, room, settings.pods)
     try:
-        run.scheduler_pid, _ = start_variant(sandbox, variant, report)
+        run.scheduler_pid, run.scheduler_metrics_url = start_variant(sandbox, variant, report)
         apiserver = Supervisor(sandbox.directory).get("kube-apiserver")
         run.apiserver_pid = apiserver.pid if apiserver else 0
         report(f"  {variant.label}: {settings.pods} pods parked for {settings.park_minutes:g} min")
@@ -357,11 +374,18 @@ def summarise(run: Run, baseline_per_minute: Counts) -> dict[str, Any]:
         },
         "events": {
             "objects_parked": len(run.events_parked),
+            "pods_without_failed_scheduling_parked": run.pods
+            - run.times.failed_creates
+            - len(regarded(run.events_parked, "FailedScheduling")),
             "occurrences_parked": event_occurrences(run.events_parked),
             "objects_end": len(run.events_end),
             "occurrences_end": event_occurrences(run.events_end),
         },
         "bound_while_parked": len(bound_parked),
+        # None for a scheduler whose drops are not read (kube-scheduler's).
+        "writes_dropped_parked": sum(run.dropped_parked.values()) if run.scheduler_metrics_url else None,
+        "writes_dropped_end": sum(run.dropped_end.values()) if run.scheduler_metrics_url else None,
+        "writes_dropped_by_kind": run.dropped_end,
         "freed": {
             "capacity": run.room.capacity,
             "bound": len(to_bind),

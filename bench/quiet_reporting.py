@@ -29,6 +29,13 @@ ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("all writes/min above the baseline, second half", ("park", "steady_net_writes_per_minute"), "{:.0f}"),
     ("Event objects at the end of the park", ("events", "objects_parked"), "{:.0f}"),
     ("occurrences they count (series.count / count)", ("events", "occurrences_parked"), "{:.0f}"),
+    (
+        "pods without a FailedScheduling Event at the end of the park",
+        ("events", "pods_without_failed_scheduling_parked"),
+        "{:.0f}",
+    ),
+    ("writes the scheduler dropped while parked (its own count)", ("writes_dropped_parked",), "{:.0f}"),
+    ("writes the scheduler dropped in all", ("writes_dropped_end",), "{:.0f}"),
     ("Event objects once the freed pods are bound and writes settled", ("events", "objects_end"), "{:.0f}"),
     ("pods bound while parked (expected 0)", ("bound_while_parked",), "{:.0f}"),
     ("freed pods bound", ("freed", "bound"), "{:.0f}"),
@@ -181,6 +188,7 @@ def plot(results: dict[str, Any], out: Path) -> str:
         axes.axvline(run["free_at_s"] / 60, color=line[0].get_color(), linestyle=":", linewidth=1)
     axes.set_xlabel("minutes since the first create (dotted: room freed)")
     axes.set_yscale("symlog", linthresh=10)
+    axes.set_ylim(bottom=0)
     axes.set_ylabel("scheduling writes per minute (log above 10)")
     axes.set_title(
         f"{results['settings']['pods']} parked pods, {results['settings']['nodes']} nodes: "

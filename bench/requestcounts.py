@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,17 +50,29 @@ class RequestKey:
 Counts = dict[RequestKey, float]
 
 
+def samples(text: str, metric: str) -> Iterator[tuple[dict[str, str], float]]:
+    """(labels, value) of each sample of `metric` (with labels) in a Prometheus text exposition."""
+    prefix = metric + "{"
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            labels_text, _, rest = line[len(prefix) :].rpartition("}")
+            labels = {name: raw.replace('\\"', '"') for name, raw in _LABEL.findall(labels_text)}
+            yield labels, float(rest.split()[0])
+
+
+def by_label(text: str, metric: str, label: str) -> dict[str, float]:
+    """`metric`'s samples summed by one label, e.g. promsched_api_writes_dropped_total by kind."""
+    sums: dict[str, float] = {}
+    for labels, value in samples(text, metric):
+        sums[labels.get(label, "")] = sums.get(labels.get(label, ""), 0.0) + value
+    return sums
+
+
 def parse_request_totals(text: str) -> Counts:
     """`apiserver_request_total` of a /metrics text, summed over the labels other than verb, group,
     resource and subresource (code, component, scope, version, dry_run)."""
     counts: Counts = {}
-    prefix = METRIC + "{"
-    for line in text.splitlines():
-        if not line.startswith(prefix):
-            continue
-        labels_text, _, rest = line[len(prefix) :].rpartition("}")
-        value = float(rest.split()[0])
-        labels = {name: value_text.replace('\\"', '"') for name, value_text in _LABEL.findall(labels_text)}
+    for labels, value in samples(text, METRIC):
         key = RequestKey(
             labels.get("verb", ""),
             labels.get("group", ""),
@@ -115,6 +127,15 @@ def rate_series(samples: list[tuple[float, float]]) -> list[tuple[float, float]]
         if t1 > t0:
             series.append(((t0 + t1) / 2, 60.0 * (c1 - c0) / (t1 - t0)))
     return series
+
+
+def regarded(events: Iterable[Mapping[str, Any]], reason: str) -> set[str]:
+    """The names of the objects that core/v1 Events of `reason` are about (their involvedObject)."""
+    return {
+        str((event.get("involvedObject") or {}).get("name", ""))
+        for event in events
+        if event.get("reason") == reason
+    }
 
 
 def event_occurrences(events: Iterable[Mapping[str, Any]]) -> int:

@@ -13,12 +13,14 @@ from bench.quiet import OWN_WRITES, Room, Run, Sample, plan_room, summarise, tai
 from bench.quiet_reporting import markdown, ratios, targets
 from bench.requestcounts import (
     RequestKey,
+    by_label,
     difference,
     event_occurrences,
     net_of_baseline,
     parse_request_totals,
     per_minute,
     rate_series,
+    regarded,
     scheduling_total,
     writes,
 )
@@ -70,6 +72,24 @@ def test_parse_reads_escaped_quotes_in_label_values() -> None:
     assert parse_request_totals(text) == {RequestKey("GET", "", 'we"ird'): 4.0}
 
 
+def test_by_label_sums_a_metric_by_one_label() -> None:
+    text = "\n".join(
+        [
+            "# TYPE promsched_api_writes_dropped_total counter",
+            'promsched_api_writes_dropped_total{kind="event"} 962.0',
+            'promsched_api_writes_dropped_total{kind="condition"} 3.0',
+            'promsched_api_writes_dropped_created{kind="event"} 1.7e9',
+        ]
+    )
+    assert by_label(text, "promsched_api_writes_dropped_total", "kind") == {"event": 962.0, "condition": 3.0}
+    assert by_label(METRICS, "apiserver_request_total", "verb") == {
+        "POST": 47.0,
+        "PATCH": 7.0,
+        "LIST": 3.0,
+        "PUT": 1500.0,
+    }
+
+
 def test_labels_name_the_resource_as_kubectl_does() -> None:
     assert BINDING.label == "POST pods/binding"
     assert EVENT.label == "POST events.events.k8s.io"
@@ -113,6 +133,17 @@ def test_event_occurrences_count_series_and_counts() -> None:
         {"series": None, "count": 0},
     ]
     assert event_occurrences(events) == 4 + 3 + 1 + 1
+
+
+def test_regarded_names_the_objects_of_one_reason() -> None:
+    events: list[dict[str, Any]] = [
+        {"reason": "FailedScheduling", "involvedObject": {"kind": "Pod", "name": "a"}},
+        {"reason": "FailedScheduling", "involvedObject": {"kind": "Pod", "name": "a"}},
+        {"reason": "FailedScheduling", "involvedObject": {"kind": "Pod", "name": "b"}},
+        {"reason": "Scheduled", "involvedObject": {"kind": "Pod", "name": "c"}},
+    ]
+    assert regarded(events, "FailedScheduling") == {"a", "b"}
+    assert regarded(events, "Preempted") == set()
 
 
 def test_plan_room_fills_the_freed_nodes_exactly() -> None:
@@ -169,7 +200,10 @@ def _run(label: str, key: str, condition_patches: float, bind_delays: list[float
     ]
     run.created_at, run.freed_at = 110.0, 200.0
     run.times.bound = {f"pod-{i}": 200.0 + delay for i, delay in enumerate(bind_delays)}
-    run.events_parked = [{"count": 3}, {"series": {"count": 2}}]
+    run.events_parked = [
+        {"count": 3, "reason": "FailedScheduling", "involvedObject": {"name": "pod-0"}},
+        {"series": {"count": 2}, "reason": "FailedScheduling", "involvedObject": {"name": "pod-1"}},
+    ]
     run.events_end = [*run.events_parked, {}]
     return run
 
@@ -190,6 +224,7 @@ def test_summarise_a_run() -> None:
     assert park["steady_scheduling_writes_per_minute"] == pytest.approx(35.0)
     assert result["events"] == {
         "objects_parked": 2,
+        "pods_without_failed_scheduling_parked": 2,  # of 4
         "occurrences_parked": 5,
         "objects_end": 3,
         "occurrences_end": 6,
@@ -198,6 +233,7 @@ def test_summarise_a_run() -> None:
     assert freed["binds_per_second"] == pytest.approx(0.5)  # 1 more binding over 2 s
     assert freed["scheduling_writes"] == 2.0
     assert result["bound_while_parked"] == 0
+    assert result["writes_dropped_parked"] is None  # not read: no /metrics of the scheduler
     assert result["free_at_s"] == 100.0
     assert result["settle"]["scheduling_writes"] == 2.0
     # CPU as a share of one core: 7 s in the 70 s park, 3 s in its second half (30 s).
@@ -205,6 +241,15 @@ def test_summarise_a_run() -> None:
     assert park["steady_scheduler_cpu_percent"] == pytest.approx(10.0)
     assert park["apiserver_cpu_percent"] == pytest.approx(50.0)
     assert result["series"][-1] == [133.0, 39.0]
+
+
+def test_summarise_reports_the_writes_promsched_dropped() -> None:
+    run = _run("promsched", "promsched", 35.0, [1.0])
+    run.scheduler_metrics_url = "http://127.0.0.1:1"
+    run.dropped_parked, run.dropped_end = {"event": 962.0}, {"event": 962.0, "condition": 1.0}
+    result = summarise(run, {})
+    assert (result["writes_dropped_parked"], result["writes_dropped_end"]) == (962.0, 963.0)
+    assert result["writes_dropped_by_kind"] == {"event": 962.0, "condition": 1.0}
 
 
 def test_summarise_without_bindings_reports_no_times() -> None:
