@@ -165,7 +165,9 @@ class Binder:
         limited = self.events.limited
         request = self.events.record(pod, event_type, reason, action, note, controller)
         if request is not None:
-            self.writes.submit(*_event_slot(request), request)
+            if not self.writes.submit(*_event_slot(request), request) and request.method == "POST":
+                # Never created: the next occurrence must create it rather than patch a missing Event.
+                self.events.forget_event(pod.uid, str(request.body["metadata"]["name"]))
         elif self.events.limited > limited:
             telemetry.api_writes_dropped.labels("event").inc()
 

@@ -129,6 +129,11 @@ class EventRecorder:
                 del self._allowances[uid]  # a full bucket again: nothing to remember
         return writes
 
+    def forget_event(self, uid: str, name: str) -> None:
+        """An Event that was never written (its create was dropped): its series starts over."""
+        for key in [key for key, series in self._series.items() if key[0] == uid and series.name == name]:
+            del self._series[key]
+
     def forget(self, uid: str) -> None:
         """A deleted pod's series and allowance."""
         for key in [key for key in self._series if key[0] == uid]:

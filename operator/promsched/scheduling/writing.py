@@ -23,7 +23,9 @@ from promsched.scheduling import telemetry
 
 logger = logging.getLogger(__name__)
 
-QUEUE_LIMIT: Final = 2000
+# Room for a FailedScheduling event and a PodScheduled condition for each of 2500 pods at once: a burst
+# of pods that fit nowhere is told why, not dropped (about 2 KB a write).
+QUEUE_LIMIT: Final = 5000
 WORKERS: Final = 4
 
 Send = Callable[[Request], Awaitable[Any]]

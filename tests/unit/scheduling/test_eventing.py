@@ -109,3 +109,12 @@ def test_long_notes_are_cut_to_the_apis_limit() -> None:
     request = recorder(Clock(NOW)).record(POD, "Warning", "FailedScheduling", "Scheduling", "x" * 5000)
     assert request is not None
     assert len(request.body["note"]) == 1024
+
+
+def test_an_event_whose_create_was_dropped_is_created_at_the_next_occurrence() -> None:
+    events = recorder(Clock(NOW))
+    dropped = failed(events)
+    events.forget_event(POD.uid, name_of(dropped))
+    again = failed(events)
+    assert again is not None
+    assert again.method == "POST"

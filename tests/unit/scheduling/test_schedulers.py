@@ -484,3 +484,17 @@ async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_tra
     [patch] = sender.bodies("/pods/huge/status")
     assert patch["status"]["conditions"][0]["message"] == "0/3 nodes are available: 3 Insufficient cpu."
     assert patch["status"]["conditions"][0]["lastTransitionTime"] == "T0"
+
+
+async def test_a_failed_scheduling_event_dropped_by_a_full_queue_is_created_at_the_next_failure(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    scheduler.binder.writes.limit = 0  # full: every write is dropped
+    huge = pod_object("huge", cpu="64")
+    scheduler.on_pod("ADDED", huge)
+    pod = scheduler.pending["uid-huge"]
+    scheduler.binder.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
+    scheduler.binder.writes.limit = 100
+    scheduler.binder.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
+    await settle(scheduler)
+    assert [r.method for r in sender.sent if "/events" in r.path] == ["POST"]
