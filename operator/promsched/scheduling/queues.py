@@ -203,7 +203,10 @@ class SchedulingQueue:
 
 def _changed(old: PodInfo, new: PodInfo) -> bool:
     """Whether an update can change where the pod fits; our own status writes (PodScheduled) cannot."""
-    return dataclasses.replace(old, resource_version=new.resource_version) != new
+    unchanged = dataclasses.replace(
+        old, resource_version=new.resource_version, scheduled_condition=new.scheduled_condition
+    )
+    return unchanged != new
 
 
 def backoff_seconds(attempts: int) -> float:

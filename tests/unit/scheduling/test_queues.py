@@ -10,6 +10,7 @@ from promsched.scheduling.deciding import decide
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.taints import TaintToleration
+from promsched.scheduling.pods import PodCondition
 from promsched.scheduling.queues import MAX_BACKOFF, SchedulingQueue, Where, backoff_seconds
 from support.clocks import Clock
 from support.objects import node, pod, pod_info
@@ -150,3 +151,13 @@ def test_decide_says_which_events_may_lift_a_rejection() -> None:
     # Too big for n1 (room frees when a pod goes) and tainted n2 (its taints may change).
     assert outcome.lifted_by == (ClusterEvent.NODE_ADDED | NodeResourcesFit.events | TaintToleration.events)
     assert not outcome.lifted_by & ClusterEvent.METRICS_REFRESHED
+
+
+def test_our_own_podscheduled_patch_does_not_retry_a_parked_pod(queue: SchedulingQueue) -> None:
+    queue.add_or_update(pod_info("a"))
+    queue.pop_nowait()
+    queue.unschedulable("uid-a")
+    told = PodCondition("False", "Unschedulable", "0/3 nodes are available.", "T1")
+    queue.add_or_update(pod_info("a", resource_version="2", scheduled_condition=told))
+    assert queue.entries["uid-a"].where is Where.UNSCHEDULABLE
+    assert queue.entries["uid-a"].pod.scheduled_condition == told  # the newest state is kept
