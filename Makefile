@@ -91,8 +91,8 @@ bench: install-sandbox $(VENV)/.bench-installed
 	python -m bench.benchmark --nodes $(BENCH_NODES) --out bench/results $(BENCH_ARGS)
 
 # Parked pods (issue 18): 2000 pods that fit nowhere on 100 nodes, promsched then kube-scheduler, parked
-# QUIET_PARK_MINUTES each, then room for half; writes bench/results/quiet.{md,json,png}. About 2 x (park + 2)
-# + 3 minutes of wall time: 27 minutes at the default 10.
+# QUIET_PARK_MINUTES each, then room for half; writes bench/results/quiet.{md,json,png}. About 2 x (park + 1.5)
+# + 2 minutes of wall time: 25 minutes at the default 10 (24.3 measured on 2 cores).
 QUIET_PARK_MINUTES ?= 10
 QUIET_ARGS ?=
 .PHONY: bench-quiet
