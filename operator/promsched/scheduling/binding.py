@@ -142,17 +142,15 @@ class Binder:
         self._event(_ref(pod), "Warning", "FailedScheduling", "Scheduling", message, scheduler_name)
 
     def report_malformed(self, metadata: Mapping[str, str], message: str, scheduler_name: str) -> None:
-        """A pod whose spec cannot be parsed: no PodInfo, so its condition is written as is."""
+        """A pod whose spec cannot be parsed: no condition of it is known, so it is written as is."""
         pod = PodRef(
             metadata.get("namespace") or "default", metadata.get("name") or "", metadata.get("uid") or ""
         )
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": requests.now_rfc3339(),
-        }
+        unknown = PodInfo(pod.namespace, pod.name, uid=pod.uid)
+        condition = unknown.scheduled_condition_patch(
+            "False", "Unschedulable", message, requests.now_rfc3339()
+        )
+        assert condition is not None  # a pod with no known condition always gets one
         self.writes.submit(
             "condition", pod.uid, requests.patch_pod_condition(pod.namespace, pod.name, condition)
         )
