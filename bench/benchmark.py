@@ -112,13 +112,14 @@ class Settings:
     out: Path
     refresh: str
     history: float
-    big_burst: int
+    big_bursts: tuple[int, ...]
     profile: bool
     seed: int
     workdir: Path | None
     merge: bool
     render: bool
     micro: bool
+    repeats: int = 3
 
 
 # ----- load profiles and decision quality ---------------------------------------------------------------
@@ -581,11 +582,12 @@ def run_once(
     profiles: dict[str, dict[str, float]],
     report: Report,
     profile_to: Path | None = None,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     supervisor = Supervisor(sandbox.directory)
     apiserver = supervisor.get("kube-apiserver")
     assert apiserver is not None
-    namespace = f"bench-{variant.key}-{mode}-{pods}"
+    namespace = f"bench-{variant.key}-{mode}-{pods}-{repeat}"
     wall = time.monotonic()
     load = _load_average()
     asyncio.run(create_namespace(credentials, namespace))
@@ -672,6 +674,9 @@ def run_once(
         "prometheus_queries": queries,
         "queries_per_pod": queries / bound if bound else math.nan,
         "scheduler_cpu_s": end.scheduler_cpu - start.scheduler_cpu,
+        "scheduler_cpu_ms_per_pod": 1000 * (end.scheduler_cpu - start.scheduler_cpu) / bound
+        if bound
+        else math.nan,
         "peak_rss_mb": rss,
         "apiserver_cpu_s": end.apiserver_cpu - start.apiserver_cpu,
         "apiserver_ms_per_bind": 1000 * (end.apiserver_cpu - start.apiserver_cpu) / bound
@@ -687,10 +692,13 @@ def run_once(
         "cleanup_s": cleanup_s,
         "load_average_1m": load,
         "profiled": profile_to is not None,
+        "repeat": repeat,
     }
     report(
         f"  {variant.label:32} {mode:5} {pods:5} pods: {bound} bound, {result['throughput']:.1f} pods/s, "
-        f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s, RSS {rss:.0f} MB, "
+        f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s "
+        f"({result['scheduler_cpu_ms_per_pod']:.2f} ms/pod), API server "
+        f"{result['apiserver_ms_per_bind']:.2f} ms/bind, RSS {rss:.0f} MB, "
         f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.0f} s, "
         f"cleanup {cleanup_s:.0f} s; load {load:.1f})"
         + (f"; decide {own['decide_ms_mean']:.1f} ms/pod" if "decide_ms_mean" in own else "")
@@ -728,15 +736,32 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
         up_seconds = time.monotonic() - started
         credentials = from_kubeconfig(sandbox.kubeconfig)
         apply_policy(sandbox, settings.refresh)
-        for variant in settings.variants:
-            for mode in settings.modes:
-                runs.append(
-                    run_once(sandbox, credentials, variant, mode, settings.pods, settings, profiles, report)
-                )
+        # Interleaved (every variant and mode once, then again): a slow spell of the shared machine falls
+        # on one repeat of several rows, not on every repeat of one; the report takes medians.
+        for repeat in range(settings.repeats):
+            for variant in settings.variants:
+                for mode in settings.modes:
+                    report(f"  repeat {repeat + 1}/{settings.repeats}")
+                    runs.append(
+                        run_once(
+                            sandbox,
+                            credentials,
+                            variant,
+                            mode,
+                            settings.pods,
+                            settings,
+                            profiles,
+                            report,
+                            repeat=repeat,
+                        )
+                    )
         if nodes <= 1000 and nodes == max(n for n in settings.node_counts if n <= 1000):
-            count = settings.big_burst or (settings.pods if settings.profile else 0)
-            if count:
-                profile_file = settings.out / f"profile-promsched-{nodes}.txt" if settings.profile else None
+            counts = settings.big_bursts or ((settings.pods,) if settings.profile else ())
+            for index, count in enumerate(counts):
+                # py-spy on the first big burst only: the others measure peak RSS undisturbed.
+                profiled = settings.profile and index == 0
+                if profiled:
+                    profile_file = settings.out / f"profile-promsched-{nodes}.txt"
                 extra.append(
                     run_once(
                         sandbox,
@@ -747,7 +772,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                         settings,
                         profiles,
                         report,
-                        profile_file,
+                        profile_file if profiled else None,
                     )
                 )
     finally:
@@ -786,11 +811,17 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--history", type=float, default=300.0, help="seconds of backfilled metrics")
     parser.add_argument(
         "--big-burst",
-        type=int,
-        default=0,
-        help="also a promsched-only burst of this many pods at the largest node count <= 1000 (peak RSS)",
+        default="",
+        help="also promsched-only bursts of these many pods (comma-separated, e.g. 5000,10000) at the "
+        "largest node count <= 1000 (peak RSS)",
     )
-    parser.add_argument("--profile", action="store_true", help="py-spy on that extra promsched burst")
+    parser.add_argument("--profile", action="store_true", help="py-spy on the first extra promsched burst")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each variant and mode, interleaved; the report gives medians and ranges (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--workdir", type=Path, help="where the sandboxes go (default: the temp dir)")
     parser.add_argument(
@@ -812,6 +843,8 @@ def _parse_args(argv: list[str] | None) -> Settings:
     modes = tuple(mode for mode in args.modes.split(",") if mode)
     if set(modes) - set(MODES):
         parser.error(f"--modes: use {', '.join(MODES)}")
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
     return Settings(
         node_counts=tuple(int(n) for n in args.nodes.split(",") if n),
         pods=args.pods,
@@ -821,13 +854,14 @@ def _parse_args(argv: list[str] | None) -> Settings:
         out=args.out.resolve(),
         refresh=args.refresh,
         history=args.history,
-        big_burst=args.big_burst,
+        big_bursts=tuple(int(n) for n in args.big_burst.split(",") if n),
         profile=args.profile,
         seed=args.seed,
         workdir=args.workdir,
         merge=args.merge,
         render=args.render,
         micro=args.micro,
+        repeats=args.repeats,
     )
 
 
@@ -911,7 +945,8 @@ def main(argv: list[str] | None = None) -> int:
             "modes": list(settings.modes),
             "variants": [v.key for v in settings.variants],
             "refresh": settings.refresh,
-            "big_burst": settings.big_burst,
+            "big_bursts": list(settings.big_bursts),
+            "repeats": settings.repeats,
             "revision": revision(),
         }
         results["node_counts"].append(entry)

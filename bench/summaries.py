@@ -1,0 +1,103 @@
+"""Repeated runs of one row as one: each figure's median, and its range (min-max) over the repeats.
+
+`make bench` runs every row several times, interleaved (A, B, C, A, B, C, ...), so that a slow minute of
+the shared machine falls on one repeat of each variant rather than on all repeats of one. A summary has
+the shape of a single run, with the medians in place of the values, so the tables, ratios and targets read
+it as they read a run; `range` holds each figure's minimum and maximum and `repeats` how many runs it
+summarises.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+Run = dict[str, Any]
+
+# The figures summarised by their median (dotted keys reach into nested dicts such as `spread`).
+FIGURES = (
+    "bound",
+    "throughput",
+    "span_s",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "max_ms",
+    "queries_per_pod",
+    "scheduler_cpu_s",
+    "scheduler_cpu_ms_per_pod",
+    "peak_rss_mb",
+    "apiserver_cpu_s",
+    "apiserver_ms_per_bind",
+    "decide_ms_mean",
+    "bind_ms_mean",
+    "spread.cpu_std",
+    "spread.cpu_max",
+    "spread.memory_std",
+    "spread.memory_max",
+    "spread.max_pods_per_node",
+    "load_average_1m",
+    "late_binds",
+    "failed_creates",
+)
+
+
+def per_pod_cpu_ms(run: Run) -> float:
+    """The scheduler's CPU milliseconds per pod bound (NaN when none was)."""
+    bound = run.get("bound") or 0
+    return 1000 * run["scheduler_cpu_s"] / bound if bound else math.nan
+
+
+def _get(run: Run, key: str) -> Any:
+    value: Any = run
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _put(run: Run, key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    for part in parents:
+        run = run.setdefault(part, {})
+    run[last] = value
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def summarise(runs: list[Run]) -> Run:
+    """One row from the repeats of a variant and mode: the medians, with `range` and `repeats`. The
+    latencies (for the CDF plots) are those of the repeat with the median throughput."""
+    if not runs:
+        raise ValueError("summarise: no runs")
+    by_throughput = sorted(runs, key=lambda run: run["throughput"] if _finite(run["throughput"]) else -1)
+    middle = by_throughput[(len(runs) - 1) // 2]
+    summary: Run = {
+        key: value for key, value in middle.items() if key not in ("spread", "range", "latencies_s")
+    }
+    summary["spread"] = dict(middle.get("spread") or {})
+    summary["latencies_s"] = middle.get("latencies_s", [])
+    summary["watch_restarts"] = [reason for run in runs for reason in run.get("watch_restarts", [])]
+    summary["repeats"] = len(runs)
+    ranges: dict[str, list[float]] = {}
+    for run in runs:
+        run.setdefault("scheduler_cpu_ms_per_pod", per_pod_cpu_ms(run))
+    for key in FIGURES:
+        values = [value for run in runs if _finite(value := _get(run, key))]
+        if values:
+            _put(summary, key, statistics.median(values))
+            ranges[key] = [min(values), max(values)]
+        elif _get(middle, key) is not None:
+            _put(summary, key, math.nan)
+    summary["range"] = ranges
+    return summary
+
+
+def rows(runs: list[Run]) -> list[Run]:
+    """The summaries of `runs`, one per variant, mode and pod count, in the order each first ran."""
+    groups: dict[tuple[str, str, int], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run["variant"], run["mode"], run["pods"]), []).append(run)
+    return [summarise(group) for group in groups.values()]
