@@ -400,13 +400,15 @@ async def delete_namespace(credentials: Credentials, namespace: str) -> None:
 # ----- the schedulers -----------------------------------------------------------------------------------
 
 
-def _prometheus_queries(url: str) -> float:
-    """Prometheus's own count of instant queries it answered (GET and POST /api/v1/query)."""
+def prometheus_queries(url: str, handlers: tuple[str, ...] = ("/api/v1/query",)) -> float:
+    """Prometheus's own count of the queries it answered on `handlers` (default: instant queries, GET and
+    POST /api/v1/query)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         text = response.read().decode()
+    wanted = tuple(f'handler="{handler}"' for handler in handlers)
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line:
+        if line.startswith("prometheus_http_requests_total{") and any(h in line for h in wanted):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -601,7 +603,7 @@ def run_once(
             into.at = time.monotonic()
             into.scheduler_cpu = cpu_seconds(pid)
             into.apiserver_cpu = cpu_seconds(apiserver.pid)
-            into.queries = _prometheus_queries(sandbox.prometheus_url)
+            into.queries = prometheus_queries(sandbox.prometheus_url)
 
         def at_start() -> None:
             nonlocal spy
