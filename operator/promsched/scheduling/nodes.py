@@ -28,8 +28,6 @@ NO_EXECUTE: Final = "NoExecute"
 PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
 # Only these taint effects keep pods off a node; PreferNoSchedule weighs in scoring.
 FILTERING_EFFECTS: Final = frozenset({NO_SCHEDULE, NO_EXECUTE})
-# The kubelet's default --max-pods, for a node whose status does not say.
-DEFAULT_ALLOCATABLE_PODS: Final = 110
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +55,7 @@ class NodeInfo:
     unschedulable: bool = False
     ready: bool = True
     allocatable: Resources = ZERO_RESOURCES
-    allocatable_pods: int = DEFAULT_ALLOCATABLE_PODS
+    allocatable_pods: int = 0  # as kube-scheduler: a node whose status does not say has room for none
     addresses: Mapping[str, str] = field(default_factory=_empty)
     resource_version: str = ""
     conditions: Mapping[str, str] = field(default_factory=_empty)
@@ -76,7 +74,6 @@ class NodeInfo:
         addresses: dict[str, str] = {}
         for address in list_field(status.get("addresses"), "status.addresses"):
             addresses.setdefault(address.get("type") or "", address.get("address") or "")
-        pods = allocatable.get(PODS)
         return cls(
             name=metadata.get("name") or "",
             labels=MappingProxyType(dict(object_field(metadata.get("labels"), "metadata.labels"))),
@@ -87,9 +84,7 @@ class NodeInfo:
             unschedulable=bool(spec.get("unschedulable")),
             ready=conditions.get("Ready") == "True",
             allocatable=resources_from_list(allocatable, "status.allocatable"),
-            allocatable_pods=(
-                DEFAULT_ALLOCATABLE_PODS if pods is None else parse_quantity(pods, "status.allocatable.pods")
-            ),
+            allocatable_pods=parse_quantity(allocatable.get(PODS, 0), "status.allocatable.pods"),
             addresses=MappingProxyType(addresses),
             resource_version=metadata.get("resourceVersion") or "",
             conditions=MappingProxyType(conditions),

@@ -218,7 +218,7 @@ class PodInfo:
             deletion_timestamp=metadata.get("deletionTimestamp") is not None,
             started_at=_timestamp(status.get("startTime"), "status.startTime"),
             scheduling_gated=bool(spec.get("schedulingGates")),
-            requests=pod_requests(spec),
+            requests=pod_requests(spec, status),
             labels=MappingProxyType(labels),
             node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
             required_affinity=required_affinity(affinity),

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.nodes import DEFAULT_ALLOCATABLE_PODS, NodeInfo, NodeUsage, Taint
+from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.nodes import NodeInfo, NodeUsage, Taint
 from promsched.scheduling.pods import HostPort, PodInfo
 from promsched.scheduling.resources import ZERO_RESOURCES, FieldError, QuantityError, Resources
-from support.objects import GIB, pod_info
+from support.objects import GIB, node_object, pod_info
 
 NODE: dict[str, Any] = {
     "metadata": {"name": "worker-1", "resourceVersion": "7", "labels": {"zone": "a", "gpu": "true"}},
@@ -69,7 +70,7 @@ def test_bare_node() -> None:
     node = NodeInfo.from_object({"metadata": {"name": "n"}})
     assert (node.taints, node.unschedulable, node.ready) == ((), False, False)
     assert node.allocatable == ZERO_RESOURCES
-    assert node.allocatable_pods == DEFAULT_ALLOCATABLE_PODS == 110
+    assert node.allocatable_pods == 0  # as kube: no allocatable.pods is room for no pod
 
 
 @pytest.mark.parametrize(("status", "ready"), [("True", True), ("False", False), ("Unknown", False)])
@@ -140,3 +141,10 @@ def test_a_port_declared_twice_stays_taken_until_both_pods_leave() -> None:
     assert set(usage.host_ports) == {port}
     usage.remove(second)
     assert not usage.host_ports
+
+
+def test_a_node_without_allocatable_pods_has_room_for_none() -> None:
+    node = NodeInfo.from_object(node_object("n", allocatable={"cpu": "4", "memory": "16Gi"}))
+    status = NodeResourcesFit().filter(pod_info("p"), node, NodeUsage())
+    assert status is not None
+    assert status.reason == "Too many pods"
