@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import exporting
+from promsched.sandbox import exporting, recording_rules
 from promsched.sandbox.clusters import Sandbox, SandboxError, SandboxState
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.sandbox.supervising import Report, Supervisor, http_ok, wait_until
@@ -24,6 +24,7 @@ SCRAPE_SECONDS = 2
 # How far past the backfill the history reaches: Prometheus' start-up and first scrape fit in it (9 s
 # measured on 2 busy cores); live samples are accepted from its end on.
 HISTORY_LEAD_SECONDS = 15.0
+RULES_FILE = "recording-rules.yml"  # in the sandbox folder: the node rules Trimaran's load-watcher reads
 
 
 def default_history(nodes: int) -> float:
@@ -35,6 +36,7 @@ def default_history(nodes: int) -> float:
 def _prometheus_config(state: SandboxState) -> dict[str, object]:
     return {
         "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
+        "rule_files": [str(Path(state.directory) / RULES_FILE)],
         "scrape_configs": [
             # One target serves every simulated node; honor_labels keeps each series' own `instance`.
             {
@@ -55,6 +57,12 @@ def _prometheus_query(url: str, query: str) -> list[dict[str, object]]:
     with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=5) as response:
         result: list[dict[str, object]] = json.load(response)["data"]["result"]
     return result
+
+
+def nodes_with_recorded_load(url: str) -> set[str]:
+    """The nodes whose load-watcher CPU rule has been evaluated, by the node names Trimaran reads."""
+    series = _prometheus_query(url, recording_rules.CPU_RULE)
+    return {str(labels["instance"]) for labels in (s["metric"] for s in series) if isinstance(labels, dict)}
 
 
 def _backfill(
@@ -118,6 +126,7 @@ def start_metrics(
             f"--web.listen-address=127.0.0.1:{state.ports['node_exporter']}",
         ],
     )
+    (directory / RULES_FILE).write_text(yaml.safe_dump(recording_rules.rule_groups(), sort_keys=False))
     (directory / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(state), sort_keys=False))
     prometheus = supervisor.spawn(
         "prometheus",
