@@ -229,8 +229,8 @@ class _Status:
 
 
 def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> Resources:
-    """What a pod requests, as kube-scheduler counts it (component-helpers' PodRequests with status
-    resources, as kube 1.33+ runs with in-place resize on).
+    """What a pod requests, as kube-scheduler 1.37 counts it (component-helpers' PodRequests with status
+    resources: in-place resize is on by default since 1.33).
 
     The app containers and restartable init containers ("sidecars", restartPolicy Always) run together,
     so they add up. Each other init container runs alone beside the sidecars started before it. The pod
@@ -320,7 +320,8 @@ def _status_totals(
     spec: Mapping[str, Any], status: Mapping[str, Any], statuses: Mapping[str, _Status], infeasible: bool
 ) -> tuple[Resources, Resources]:
     """What the kubelet allocated to the pod's containers and what it actuated. The pod-level status
-    (kube 1.35+) holds both summed already; otherwise each container's status is read."""
+    (kube 1.36+, both status.allocatedResources and status.resources.requests) holds both summed
+    already; otherwise each container's status is read."""
     if _has_pod_level_status(status):
         allocated = object_field(status["allocatedResources"], "status.allocatedResources")
         actuated = _status_requests(status, "status") or {}
@@ -368,9 +369,10 @@ def _is_pod_level_resource(name: str) -> bool:
 def _with_pod_level(
     containers: Resources, spec: Mapping[str, Any], status: Mapping[str, Any], infeasible: bool
 ) -> Resources:
-    """Pod-level requests in place of the containers' cpu, memory and hugepages (kube 1.34+). With a
-    pod-level status (kube 1.35+ resizes pod-level resources in place) they are the larger of the spec
-    (left out while a resize is infeasible), the actuated and the allocated, each less the overhead."""
+    """Pod-level requests in place of the containers' cpu, memory and hugepages (kube 1.34+). Once the
+    pod has a pod-level status (kube 1.36+ resizes pod-level resources in place), they are the larger of
+    the spec (left out while a resize is infeasible), status.resources.requests and
+    status.allocatedResources, as kube 1.37's PodRequests takes them."""
     pod_level = object_field(spec.get("resources"), "spec.resources")
     requests = object_field(pod_level.get("requests"), "spec.resources.requests")
     supported = {name: value for name, value in requests.items() if _is_pod_level_resource(name)}
@@ -378,21 +380,16 @@ def _with_pod_level(
         return containers
     names = set(supported)
     effective = resources_from_list(supported, "spec.resources.requests")
-    if status.get("resources") is not None or status.get("allocatedResources") is not None:
-        overhead = _overhead(spec)
+    if status.get("resources") is not None:
         if infeasible:
             names, effective = set(), ZERO_RESOURCES
         for path, listed in (
             ("status.resources.requests", _status_requests(status, "status")),
             ("status.allocatedResources", status.get("allocatedResources")),
         ):
-            if listed is None:
-                continue
             listed = object_field(listed, path)
             names.update(name for name in listed if _is_pod_level_resource(name))
-            # Less the overhead, never below zero.
-            less_overhead = (resources_from_list(listed, path) - overhead).max_per_resource(ZERO_RESOURCES)
-            effective = effective.max_per_resource(less_overhead)
+            effective = effective.max_per_resource(resources_from_list(listed, path))
     hugepages = {name: effective.scalars.get(name, 0) for name in names if name.startswith(_HUGEPAGES_PREFIX)}
     return replace(
         containers,
