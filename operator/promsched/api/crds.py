@@ -201,6 +201,10 @@ def _structural(node: Mapping[str, Any], definitions: Mapping[str, Any]) -> dict
         schema = {**_structural(branches[0], definitions), **schema}
     if schema.get("additionalProperties") is False:
         del schema["additionalProperties"]  # structural schemas prune unknown fields instead
+    elif isinstance(schema.get("additionalProperties"), Mapping):  # a map's values, e.g. matchLabels
+        schema["additionalProperties"] = _structural(schema["additionalProperties"], definitions)
+    # Structural schemas cannot bound map keys; the operator's own validation checks them.
+    schema.pop("propertyNames", None)
     if "default" in schema:
         schema["default"] = _without_nulls(schema["default"])
         if schema["default"] is None:
@@ -263,6 +267,14 @@ _PRINTER_COLUMNS = [
         "Observed-Gen", ".status.observedGeneration", "integer", "Generation promsched acted on.", priority=1
     ),
     _printer_column("Generation", ".metadata.generation", "integer", "Current generation.", priority=1),
+    _printer_column("Rebalance", ".spec.rebalance.mode", "string", "Off, DryRun or Enforce.", priority=1),
+    _printer_column(
+        "Hot-Nodes",
+        ".status.rebalance.hotNodeCount",
+        "integer",
+        "Nodes past a rebalance hot threshold for sustainedFor, in the latest cycle.",
+        priority=1,
+    ),
 ]
 
 

@@ -39,6 +39,7 @@ from promsched.api.fields import (
     parse_duration,
     parse_model,
 )
+from promsched.api.rebalances import RebalanceSpec, RebalanceThreshold
 from promsched.api.statuses import SchedulingPolicyStatus
 
 GROUP = "promsched.io"
@@ -354,6 +355,11 @@ class SchedulingPolicySpec(SpecModel):
         description="How much the pods' placement preferences (preferred affinities, PreferNoSchedule "
         "taints, soft topology spread) weigh against node load.",
     )
+    rebalance: RebalanceSpec = Field(
+        RebalanceSpec(),
+        description="Moving pods off nodes that stay hot, judged by this policy's own plugins "
+        "(off by default).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulingPolicySpec:
@@ -367,6 +373,10 @@ class SchedulingPolicySpec(SpecModel):
             raise ValueError("refreshInterval must be at least 1s")
         if self.stale_after_seconds <= 0:
             raise ValueError("staleAfter must be longer than 0s")
+        for index, threshold in enumerate(self.rebalance.thresholds):
+            _check_rebalance_threshold(
+                threshold, self.plugin(threshold.plugin), f"rebalance.thresholds[{index}]"
+            )
         return self
 
     @property
@@ -379,6 +389,34 @@ class SchedulingPolicySpec(SpecModel):
 
     def plugin(self, name: str) -> PluginSpec | None:
         return next((plugin for plugin in self.plugins if plugin.name == name), None)
+
+
+def _check_rebalance_threshold(threshold: RebalanceThreshold, plugin: PluginSpec | None, path: str) -> None:
+    """A threshold names one of the policy's plugins, on that plugin's scale, with the target on the
+    better side of the hot threshold."""
+    if plugin is None:
+        raise ValueError(
+            f"{path}.plugin: {threshold.plugin!r} is not in spec.plugins; name one of its plugins"
+        )
+    if plugin.is_builtin:
+        for name, value in (
+            ("hotThreshold", threshold.hot_threshold),
+            ("targetThreshold", threshold.target_threshold),
+        ):
+            if not 0 <= value <= 100:
+                raise ValueError(f"{path}.{name}: plugin {plugin.name!r} is a percentage, 0..100")
+    higher_is_better = bool(plugin.higher_is_better)
+    better = (
+        threshold.target_threshold > threshold.hot_threshold
+        if higher_is_better
+        else (threshold.target_threshold < threshold.hot_threshold)
+    )
+    if not better:
+        side = "above" if higher_is_better else "below"
+        raise ValueError(
+            f"{path}.targetThreshold: must be {side} hotThreshold ({threshold.hot_threshold:g}) for plugin "
+            f"{plugin.name!r}; the gap between them keeps moved pods from coming back"
+        )
 
 
 # --- The resource --------------------------------------------------------------------------------

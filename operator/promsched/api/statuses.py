@@ -17,6 +17,7 @@ from promsched.api.fields import (
     StatusModel,
     parse_model,
 )
+from promsched.api.rebalances import RebalanceStatus
 
 
 class ConditionStatus(StrEnum):
@@ -164,6 +165,9 @@ class SchedulingPolicyStatus(StatusModel):
         default_factory=list, max_length=50, description="The latest decisions, newest first."
     )
     preflight: Preflight | None = Field(None, description="The latest query preflight check.")
+    rebalance: RebalanceStatus | None = Field(
+        None, description="The latest rebalance cycle (spec.rebalance)."
+    )
 
 
 def parse_status(status: Mapping[str, Any] | None) -> SchedulingPolicyStatus:

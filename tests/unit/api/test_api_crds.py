@@ -19,7 +19,7 @@ CRD = render_crd()
 VERSION = CRD["spec"]["versions"][0]
 ROOT = VERSION["schema"]["openAPIV3Schema"]
 SPEC_SCHEMA = ROOT["properties"]["spec"]
-FORBIDDEN_KEYS = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "title", "additionalProperties"}
+FORBIDDEN_KEYS = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "title", "propertyNames"}
 
 
 def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -28,6 +28,8 @@ def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[s
         yield from _nodes(child, f"{path}.{name}")
     if "items" in schema:
         yield from _nodes(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _nodes(schema["additionalProperties"], f"{path}{{}}")
 
 
 def _rules(schema: dict[str, Any]) -> list[dict[str, str]]:
@@ -55,6 +57,11 @@ def test_crd_names_and_scope() -> None:
 @pytest.mark.parametrize(("path", "node"), list(_nodes(ROOT)), ids=lambda value: str(value)[:60])
 def test_schema_is_structural_and_bounded(path: str, node: dict[str, Any]) -> None:
     assert not FORBIDDEN_KEYS & node.keys(), f"{path} has {FORBIDDEN_KEYS & node.keys()}"
+    # Only a map's value schema: a boolean (pydantic's extra=forbid) is not structural.
+    assert isinstance(node.get("additionalProperties", {}), dict), (
+        f"{path} has a boolean additionalProperties"
+    )
+    assert not ("additionalProperties" in node and "properties" in node), f"{path} mixes properties and a map"
     assert "type" in node, f"{path} has no type"
     assert node.get("default", 0) is not None, f"{path} defaults to null"
     if not path.startswith((".spec.", ".status.")):
@@ -64,7 +71,9 @@ def test_schema_is_structural_and_bounded(path: str, node: dict[str, Any]) -> No
         assert {"maxLength", "enum", "format"} & node.keys(), f"{path} has no maxLength"
     if node["type"] == "array":
         assert "maxItems" in node, f"{path} has no maxItems"
-    if not path.endswith("[]") or node["type"] == "object":  # scalar items are described by their list
+    if (
+        not path.endswith(("[]", "{}")) or node["type"] == "object"
+    ):  # scalar items are described by their list
         assert node.get("description"), f"{path} has no description for kubectl explain"
 
 

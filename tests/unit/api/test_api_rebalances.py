@@ -1,0 +1,97 @@
+"""spec.rebalance: defaults, and errors that name the field and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from promsched.api.fields import PolicyError
+from promsched.api.rebalances import RebalanceMode
+from support.policies import policy_spec
+
+CUSTOM = {"name": "freeSlots", "query": "slots_free", "higherIsBetter": True}
+
+
+def rebalance(**fields: Any) -> dict[str, Any]:
+    return {
+        "mode": "DryRun",
+        "thresholds": [{"plugin": "cpu", "hotThreshold": 85, "targetThreshold": 70}],
+        **fields,
+    }
+
+
+def test_off_by_default_with_safe_limits() -> None:
+    spec = policy_spec()
+    assert spec.rebalance.mode is RebalanceMode.OFF
+    assert spec.rebalance.thresholds == []
+    assert spec.rebalance.limits.max_evictions_per_node == 1
+    assert spec.rebalance.pods.allow_local_storage is False
+    assert spec.rebalance.sustained_seconds == 300
+    assert spec.rebalance.min_pod_age_seconds == 600
+
+
+def test_a_valid_rebalance_parses() -> None:
+    spec = policy_spec(
+        rebalance=rebalance(sustainedFor="6m", pods={"selector": {"matchLabels": {"app": "web"}}})
+    )
+    assert spec.rebalance.mode is RebalanceMode.DRY_RUN
+    assert spec.rebalance.thresholds[0].hot_threshold == 85
+    assert spec.rebalance.sustained_seconds == 360
+
+
+@pytest.mark.parametrize(
+    ("document", "plugins", "message"),
+    [
+        ({"mode": "Enforce"}, (), "spec.rebalance: thresholds: required when mode is Enforce"),
+        (
+            rebalance(thresholds=[{"plugin": "memory", "hotThreshold": 90, "targetThreshold": 80}]),
+            (),
+            "rebalance.thresholds[0].plugin: 'memory' is not in spec.plugins",
+        ),
+        (
+            rebalance(thresholds=[{"plugin": "cpu", "hotThreshold": 70, "targetThreshold": 85}]),
+            (),
+            "rebalance.thresholds[0].targetThreshold: must be below hotThreshold (70)",
+        ),
+        (
+            rebalance(thresholds=[{"plugin": "cpu", "hotThreshold": 120, "targetThreshold": 85}]),
+            (),
+            "rebalance.thresholds[0].hotThreshold: plugin 'cpu' is a percentage, 0..100",
+        ),
+        (
+            rebalance(thresholds=[{"plugin": "freeSlots", "hotThreshold": 5, "targetThreshold": 2}]),
+            ({"name": "cpu"}, CUSTOM),
+            "targetThreshold: must be above hotThreshold (5) for plugin 'freeSlots'",
+        ),
+        (rebalance(interval="5s"), (), "interval: must be at least 10s"),
+        (rebalance(sustainedFor="0s"), (), "sustainedFor: must be longer than 0s"),
+        (
+            rebalance(thresholds=[{"plugin": "cpu", "hotThreshold": 85, "targetThreshold": 70}] * 2),
+            (),
+            "thresholds: one entry per plugin; cpu appear",
+        ),
+        (
+            rebalance(pods={"selector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
+            (),
+            "values: required for operator In",
+        ),
+        (rebalance(limits={"maxEvictionsPerNode": 0}), (), "spec.rebalance.limits.maxEvictionsPerNode"),
+        (rebalance(mode="Always"), (), "spec.rebalance.mode"),
+    ],
+)
+def test_errors_name_the_field_and_the_fix(
+    document: dict[str, Any], plugins: tuple[dict[str, Any], ...], message: str
+) -> None:
+    with pytest.raises(PolicyError) as raised:
+        policy_spec(*plugins, rebalance=document)
+    assert message in str(raised.value)
+
+
+def test_a_higher_is_better_plugin_relieves_upwards() -> None:
+    spec = policy_spec(
+        {"name": "cpu"},
+        CUSTOM,
+        rebalance=rebalance(thresholds=[{"plugin": "freeSlots", "hotThreshold": 2, "targetThreshold": 5}]),
+    )
+    assert spec.rebalance.thresholds[0].target_threshold == 5
