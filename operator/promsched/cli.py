@@ -18,10 +18,12 @@ OUTPUT_FORMATS = ("table", "json", "yaml")
 SANDBOX_EXTRA_MODULES = frozenset({"cryptography"})
 
 
-def _sandbox_install(_args: argparse.Namespace) -> int:
+def _sandbox_install(args: argparse.Namespace) -> int:
     from promsched.sandbox import installing
 
     installing.install()
+    if "trimaran" in args.extras:
+        installing.install_trimaran()
     return 0
 
 
@@ -292,9 +294,17 @@ def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "--dir", type=Path, default=Path(".sandbox"), help="sandbox folder (default .sandbox)"
     )
 
-    actions.add_parser("install", help="build or install the pinned components").set_defaults(
-        run=_sandbox_install
+    install = actions.add_parser("install", help="build or install the pinned components")
+    install.add_argument(
+        "--with",
+        dest="extras",
+        action="append",
+        default=[],
+        choices=["trimaran"],
+        help="also build an optional component: trimaran (kube-scheduler with the scheduler-plugins "
+        "Trimaran plugins, the peer `make bench-quality` measures against)",
     )
+    install.set_defaults(run=_sandbox_install)
     start = actions.add_parser("up", parents=[directory], help="start a sandbox")
     start.add_argument("--nodes", type=int, default=6, help="simulated nodes (default 6)")
     start.add_argument("--profiles", type=Path, help="YAML load profiles per node")

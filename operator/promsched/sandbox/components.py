@@ -18,6 +18,11 @@ HELM_VERSION = "v3.22.0"
 HELM_KUBE_MINOR = "37"
 PROMETHEUS_DEBIAN = "2.42.0+ds-5+deb12u1"
 NODE_EXPORTER_DEBIAN = "1.5.0-1+b6"
+# Trimaran (kube-scheduler with the out-of-tree plugins): one exact scheduler-plugins release, built on
+# the Kubernetes release its go.mod pins (the first whose modules the proxy serves; see gomod/trimaran).
+SCHEDULER_PLUGINS_VERSION = "v0.35.4-devel"
+SCHEDULER_PLUGINS_KUBERNETES = "v1.35.4"
+TRIMARAN_BINARY = "trimaran-scheduler"
 
 SANDBOX_RELEASE = f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-helm-{HELM_VERSION}"
 GOMOD_DIR = Path(__file__).parent / "gomod"
@@ -36,14 +41,20 @@ def bin_dir() -> Path:
     return cache_root() / SANDBOX_RELEASE / "bin"
 
 
-def _kube_ldflags() -> list[str]:
-    minor = KUBERNETES_VERSION.split(".")[1]
+def trimaran_bin_dir() -> Path:
+    """Trimaran's own folder, named after its pin: a new pin builds anew without touching the sandbox's
+    binaries (nor a sandbox's start, which never needs Trimaran)."""
+    return cache_root() / f"scheduler-plugins-{SCHEDULER_PLUGINS_VERSION}" / "bin"
+
+
+def _kube_ldflags(version: str = KUBERNETES_VERSION) -> list[str]:
+    minor = version.split(".")[1]
     pairs = {
-        "k8s.io/component-base/version.gitVersion": KUBERNETES_VERSION,
+        "k8s.io/component-base/version.gitVersion": version,
         "k8s.io/component-base/version.gitMajor": "1",
         "k8s.io/component-base/version.gitMinor": minor,
         "k8s.io/component-base/version.gitTreeState": "clean",
-        "k8s.io/client-go/pkg/version.gitVersion": KUBERNETES_VERSION,
+        "k8s.io/client-go/pkg/version.gitVersion": version,
         "k8s.io/client-go/pkg/version.gitMajor": "1",
         "k8s.io/client-go/pkg/version.gitMinor": minor,
     }
@@ -104,6 +115,14 @@ GO_BUILDS: tuple[GoBuild, ...] = (
         ldflags=tuple(_kube_ldflags()),
         module_dir=GOMOD_DIR / "kubernetes",
     ),
+)
+
+TRIMARAN_BUILD = GoBuild(
+    label=f"Trimaran (scheduler-plugins {SCHEDULER_PLUGINS_VERSION}, k8s {SCHEDULER_PLUGINS_KUBERNETES})",
+    binaries=(TRIMARAN_BINARY,),
+    packages=("sigs.k8s.io/scheduler-plugins/cmd/scheduler",),
+    ldflags=tuple(_kube_ldflags(SCHEDULER_PLUGINS_KUBERNETES)),
+    module_dir=GOMOD_DIR / "trimaran",
 )
 
 

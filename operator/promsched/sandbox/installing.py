@@ -24,9 +24,11 @@ from promsched.sandbox.components import (
     KWOK_MODULE,
     KWOK_NODE_STAGE_FILES,
     KWOK_NODE_STAGES,
+    TRIMARAN_BUILD,
     DebianPackage,
     GoBuild,
     bin_dir,
+    trimaran_bin_dir,
 )
 from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
 
@@ -185,4 +187,14 @@ def install(report: Report = _print) -> Path:
     if not (target / KWOK_NODE_STAGES).exists():
         install_kwok_stages(target, report)
     report(f"sandbox components ready in {time.monotonic() - started:.0f}s")
+    return target
+
+
+def install_trimaran(report: Report = _print) -> Path:
+    """Build Trimaran (see `components.TRIMARAN_BUILD`) unless cached; returns the folder holding it."""
+    target = trimaran_bin_dir()
+    if missing_binaries(TRIMARAN_BUILD, target):
+        build_go(TRIMARAN_BUILD, target, report)
+    else:
+        report(f"  {TRIMARAN_BUILD.label}: cached")
     return target

@@ -1,0 +1,95 @@
+"""Trimaran, built from the pinned scheduler-plugins module, schedules on a sandbox from its Prometheus.
+
+A sandbox of its own with a known skew: node CPU 35%, 5%, 10% and 60% of 4 cores, memory low and even,
+so the CPU decides. The pod requests 200m (5% of a node) without a limit; the sample configuration
+predicts it at its request (multiplier 1). TargetLoadPacking (target 40%) scores a node whose predicted
+CPU p is at most 40 as 40 + 60p/40: node-0 reaches 40 and scores 100, node-2 (15%) 62.5, node-1 (10%)
+55; node-3 (65%) gets 40(100-65)/60 = 23. LoadVariationRiskBalancing scores 100(1 - (mu + sigma)/2) with
+mu the predicted share and sigma ~0 for steady loads: node-1 (10%) scores 95, highest. Both differ from
+each other and from a spread by requests (every node is empty of pods), so a plugin that did not read the
+metrics could not pass.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from promsched.sandbox import launching
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.peers import SCHEDULER_NAMES, TrimaranPlugin, start_trimaran
+from support.polling import eventually
+
+pytestmark = pytest.mark.integration
+
+NODE_CPU = {"node-0": 35, "node-1": 5, "node-2": 10, "node-3": 60}
+PROFILES = {
+    "default": {"cpu": 5, "memory": 5, "diskBusy": 5, "diskUsed": 20},
+    "nodes": {node: {"cpu": cpu} for node, cpu in NODE_CPU.items()},
+}
+# rate() over 5 minutes in the CPU rule needs that much history from the start.
+HISTORY_SECONDS = 6 * 60.0
+EXPECTED_NODE: dict[TrimaranPlugin, str] = {
+    "TargetLoadPacking": "node-0",
+    "LoadVariationRiskBalancing": "node-1",
+}
+
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    directory = tmp_path_factory.mktemp("trimaran")
+    profiles = directory / "profiles.yaml"
+    profiles.write_text(yaml.safe_dump(PROFILES))
+    started = launching.up(
+        directory / "sandbox", nodes=len(NODE_CPU), profiles_file=profiles, history=HISTORY_SECONDS
+    )
+    try:
+        yield started
+    finally:
+        launching.down(directory / "sandbox")
+
+
+def _pod(name: str, namespace: str, scheduler_name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [
+                {"name": "c", "image": "app", "resources": {"requests": {"cpu": "200m", "memory": "64Mi"}}}
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("plugin", list(EXPECTED_NODE))
+def test_trimaran_places_by_the_metrics_it_reads_from_prometheus(
+    skewed: Sandbox, plugin: TrimaranPlugin
+) -> None:
+    namespace = f"trimaran-{uuid.uuid4().hex[:6]}"
+    skewed.kubectl("create", "namespace", namespace)
+    trimaran = start_trimaran(skewed, plugin)
+    try:
+        pod = _pod("probe", namespace, SCHEDULER_NAMES[plugin])
+        skewed.kubectl("create", "-f", "-", input=json.dumps(pod))
+        node = eventually(
+            lambda: (
+                skewed.kubectl(
+                    "get", "pod", "probe", "-n", namespace, "-o", "jsonpath={.spec.nodeName}"
+                ).stdout
+            ),
+            bool,
+            timeout=120,
+            what=f"the pod bound by {trimaran.scheduler_name}",
+        )
+        assert trimaran.metrics_failures() == []
+        assert trimaran.nodes_scored_from_metrics() == set(skewed.node_names), trimaran.log_text()[-3000:]
+        assert node == EXPECTED_NODE[plugin], trimaran.log_text()[-3000:]
+    finally:
+        trimaran.stop()
+        skewed.kubectl("delete", "namespace", namespace, "--wait=false")
