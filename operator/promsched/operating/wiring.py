@@ -229,6 +229,17 @@ async def storage_class_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> Non
     memo.runtime.scheduler.on_storage_class(event["type"], event["object"])
 
 
+# What provisioning for a WaitForFirstConsumer claim is limited by.
+@kopf.on.event("storage.k8s.io", "v1", "csidrivers")
+async def csi_driver_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_csi_driver(event["type"], event["object"])
+
+
+@kopf.on.event("storage.k8s.io", "v1", "csistoragecapacities")
+async def storage_capacity_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_storage_capacity(event["type"], event["object"])
+
+
 # asyncio gives every TLS connection a 256 KiB read buffer, zero-filled and so resident from the start:
 # with 32 bindings, the watches and status writes in flight that was a tenth of the operator's memory.
 # Responses are read in 32 KiB pieces instead (64 connections to the API server: 19.6 MB -> 5.9 MB).

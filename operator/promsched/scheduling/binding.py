@@ -1,7 +1,9 @@
 """The binding cycle, and what the scheduler tells a pod: bindings first, then events and conditions.
 
-A binding is sent at once, at most `concurrency` of them in flight: the scheduling loop waits for room
-(`room`) before it takes the next pod, so a burst waits in the queue, not as decisions held here.
+A pod whose claims need volumes bound first has them bound before (see `prebinding`), without taking a
+slot meanwhile. A binding is sent at once, at most `concurrency` of them in flight: the scheduling loop
+waits for room (`room`) before it takes the next pod, so a burst waits in the queue, not as decisions
+held here.
 Events (as kube-scheduler's recorder writes them, see `eventing`) and PodScheduled conditions (patched
 only when they change) go through one bounded write queue behind the bindings (see `writing`).
 """
@@ -26,8 +28,10 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.eventing import EventRecorder, PodRef
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS, VolumeBinder, VolumeBindingFailed
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
 from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.volume_binding_plans import VolumePlan
 from promsched.scheduling.writing import WriteQueue
 
 logger = logging.getLogger(__name__)
@@ -49,6 +53,7 @@ class Binder:
         spawn: Callable[[Awaitable[None]], asyncio.Task[None]],
         concurrency: int = BIND_CONCURRENCY,
         instance: str = "",
+        bind_timeout: float = BIND_TIMEOUT_SECONDS,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -61,13 +66,25 @@ class Binder:
         self.room.set()
         self.events = EventRecorder("promsched", instance=instance or socket.gethostname())
         self.writes = WriteQueue(self._send, spawn)
+        self.volumes = VolumeBinder(sender, cache, timeout=bind_timeout)
 
     # ----- bindings ---------------------------------------------------------------------------------
 
     def bind(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+        self,
+        entry: QueuedPod,
+        runtime: PolicyRuntime,
+        decision: Decision,
+        node: str,
+        annotation: str,
+        volumes: VolumePlan | None = None,
     ) -> None:
-        """Bind the (assumed) pod in the background; the loop may go on unless the cap is reached."""
+        """Bind the (assumed) pod in the background; the loop may go on unless the cap is reached.
+        `volumes` are assumed at once and bound first."""
+        if volumes:
+            self.volumes.assume(volumes, node)
+            self.spawn(self._bind_volumes(entry, runtime, decision, node, annotation, volumes))
+            return
         self.in_flight += 1
         if self.in_flight >= self.concurrency:
             self.room.clear()
@@ -122,6 +139,27 @@ class Binder:
             _ref(pod), "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}", runtime
         )
 
+    async def _bind_volumes(
+        self,
+        entry: QueuedPod,
+        runtime: PolicyRuntime,
+        decision: Decision,
+        node: str,
+        annotation: str,
+        volumes: VolumePlan,
+    ) -> None:
+        pod = entry.pod
+        try:
+            await self.volumes.bind(node, volumes, lambda: pod.uid in self.pending)
+        except VolumeBindingFailed as failure:
+            self.cache.forget(pod.uid)
+            if pod.uid in self.pending:
+                # As kube reports an error of the binding cycle: the pod is retried after its backoff.
+                self.report_unschedulable(pod, failure.message, runtime.scheduler_name, "SchedulerError")
+                self._failed(entry, runtime, failure.message)
+            return
+        self.bind(entry, runtime, decision, node, annotation)
+
     def _failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
         logger.warning("%s: %s", entry.pod.key, message)
         telemetry.schedule_attempts.labels("error", runtime.name).inc()
@@ -131,10 +169,13 @@ class Binder:
 
     # ----- what a pod that fits nowhere is told ------------------------------------------------------
 
-    def report_unschedulable(self, pod: PodInfo, message: str, scheduler_name: str) -> None:
-        """PodScheduled=False (when it changed) and a FailedScheduling event (folded into its series)."""
+    def report_unschedulable(
+        self, pod: PodInfo, message: str, scheduler_name: str, reason: str = "Unschedulable"
+    ) -> None:
+        """PodScheduled=False (when it changed) and a FailedScheduling event (folded into its series);
+        `reason` SchedulerError for an error rather than a pod that fits nowhere."""
         current = self.pending.get(pod.uid, pod)  # the newest state the watch delivered
-        patch = current.scheduled_condition_patch("False", "Unschedulable", message, requests.now_rfc3339())
+        patch = current.scheduled_condition_patch("False", reason, message, requests.now_rfc3339())
         if patch is not None:
             self.writes.submit(
                 "condition", pod.uid, requests.patch_pod_condition(pod.namespace, pod.name, patch)

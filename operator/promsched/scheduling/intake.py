@@ -36,6 +36,7 @@ from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
+from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.versions import Versions, version_of
 from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
@@ -142,6 +143,12 @@ class Intake:
             Kind("persistentvolumes", "/api/v1/persistentvolumes", self._apply_volume),
             Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
             Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
+            Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", self._apply_csi_driver),
+            Kind(
+                "csistoragecapacities",
+                "/apis/storage.k8s.io/v1/csistoragecapacities",
+                self._apply_storage_capacity,
+            ),
             Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True),
         )
         self.kinds = {kind.resource: kind for kind in kinds}
@@ -172,6 +179,12 @@ class Intake:
 
     def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["storageclasses"], event_type, obj)
+
+    def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csidrivers"], event_type, obj)
+
+    def on_storage_capacity(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csistoragecapacities"], event_type, obj)
 
     def _on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
         if event_type is None:
@@ -290,6 +303,25 @@ class Intake:
             self.queue.move_all_to_active(
                 "storage class changed", ClusterEvent.STORAGE_CLASS_CHANGED, only=_uses_claims
             )
+
+    def _apply_csi_driver(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.cache.remove_csi_driver(name)
+        elif self.cache.upsert_csi_driver(CSIDriverInfo.from_object(obj)):
+            self._storage_capacity_changed()
+
+    def _apply_storage_capacity(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        if deleted:
+            self.cache.remove_storage_capacity(metadata.get("namespace", ""), metadata.get("name", ""))
+        elif self.cache.upsert_storage_capacity(StorageCapacityInfo.from_object(obj)):
+            self._storage_capacity_changed()
+
+    def _storage_capacity_changed(self) -> None:
+        self.queue.move_all_to_active(
+            "storage capacity changed", ClusterEvent.STORAGE_CAPACITY_CHANGED, only=_uses_claims
+        )
 
     # ----- lists ----------------------------------------------------------------------------------
 

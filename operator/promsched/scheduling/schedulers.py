@@ -33,9 +33,11 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.statuses import ClusterEvent
+from promsched.scheduling.filters.volume_binding import plan_for
 from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
 from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
+from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
@@ -71,6 +73,7 @@ class Scheduler:
         resync_interval: float = RESYNC_INTERVAL,
         refresher_factory: RefresherFactory = Refresher,
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
+        bind_timeout: float = BIND_TIMEOUT_SECONDS,
     ) -> None:
         self.sender = sender
         self.namespaces = namespaces  # None: pods of every namespace are scheduled
@@ -108,6 +111,7 @@ class Scheduler:
             self.intake.pending,
             spawn=self._spawn,
             concurrency=bind_concurrency,
+            bind_timeout=bind_timeout,
         )
 
     # ----- intake -------------------------------------------------------------------------------
@@ -146,6 +150,12 @@ class Scheduler:
 
     def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self.intake.on_storage_class(event_type, obj)
+
+    def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_csi_driver(event_type, obj)
+
+    def on_storage_capacity(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_storage_capacity(event_type, obj)
 
     def _enqueue(self, pod: PodInfo) -> None:
         runtime = self.owners.get(pod.scheduler_name)
@@ -345,10 +355,12 @@ class Scheduler:
         if outcome.node is None:
             self._unschedulable(entry, runtime, decision, outcome.message, outcome.lifted_by)
             return outcome
+        # The claims' volumes to bind or provision there (kube's VolumeBinding Reserve).
+        volumes = plan_for(pod, self.cache, self.cache.nodes[outcome.node])
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
         annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES])
-        self.binder.bind(entry, runtime, decision, outcome.node, annotation)
+        self.binder.bind(entry, runtime, decision, outcome.node, annotation, volumes)
         return outcome
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:

@@ -60,13 +60,6 @@ def test_a_zonal_volume_takes_the_pod_to_its_zones() -> None:
         # Named by the claim but not yet bound by the controller: it waits like an immediate claim.
         ([claim_object(bound=False)], [], "pod has unbound immediate PersistentVolumeClaims"),
         (
-            [claim_object(bound=False, volume="", storage_class="local")],
-            [storage_class_object("local", "WaitForFirstConsumer")],
-            'spec.volumes[0].persistentVolumeClaim: persistentvolumeclaim "data" is unbound and its '
-            'StorageClass "local" binds it to a volume at the first pod that uses it (volumeBindingMode '
-            "WaitForFirstConsumer); binding or provisioning volumes is not supported by promsched yet",
-        ),
-        (
             [{**claim_object(), "status": {"phase": "Lost"}}],
             [],
             'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv-data"',

@@ -30,6 +30,7 @@ class ClusterEvent(Flag):
     CLAIM_CHANGED = auto()
     VOLUME_CHANGED = auto()
     STORAGE_CLASS_CHANGED = auto()
+    STORAGE_CAPACITY_CHANGED = auto()  # a CSIDriver or CSIStorageCapacity added or changed
     METRICS_REFRESHED = auto()  # a policy's snapshot: load thresholds judge nodes anew
     POLICY_CHANGED = auto()
 
@@ -48,6 +49,7 @@ class ClusterEvent(Flag):
         | CLAIM_CHANGED
         | VOLUME_CHANGED
         | STORAGE_CLASS_CHANGED
+        | STORAGE_CAPACITY_CHANGED
         | METRICS_REFRESHED
         | POLICY_CHANGED
     )

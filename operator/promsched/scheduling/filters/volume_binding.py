@@ -1,12 +1,13 @@
-"""Claims and the volumes they are bound to, as kube-scheduler's VolumeBinding plugin, for volumes
-that are bound already.
+"""Claims and the volumes they are or would be bound to, as kube-scheduler's VolumeBinding plugin.
 
 Per cycle, as kube's PreFilter: every claim the pod uses must exist (an ephemeral volume's claim must
-have been created for this pod), not be lost or being deleted, and be bound; a claim still unbound
-whose class binds at once waits for the PersistentVolume controller. A claim whose StorageClass binds
-at the first consumer (WaitForFirstConsumer) needs the scheduler to pick or provision its volume:
-promsched does not, and says so naming the claim rather than placing the pod. A node then fits when
-each bound volume exists and its node affinity admits the node.
+have been created for this pod), not be lost or being deleted; a claim still unbound whose class binds
+at once (or that names its volume but is not bound yet) waits for the PersistentVolume controller.
+A claim whose class binds at the first consumer (WaitForFirstConsumer) is the scheduler's to bind.
+Each node is then checked as kube's Filter (see `volume_binding_plans.find_pod_volumes`): bound
+volumes must be reachable from it, and each unbound claim must find an available volume there or be
+provisionable there. `plan_for` gives what the chosen node needs done before the pod is bound (kube's
+Reserve and PreBind, see `prebinding`).
 """
 
 from __future__ import annotations
@@ -14,77 +15,86 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
+from promsched.scheduling.filters.statuses import Status
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodClaim, PodInfo
-from promsched.scheduling.volumes import WAIT_FOR_FIRST_CONSUMER, ClaimInfo, VolumeInfo
+from promsched.scheduling.volume_binding_plans import (
+    EVENTS,
+    PodVolumeClaims,
+    VolumePlan,
+    find_pod_volumes,
+    volumes_by_class,
+)
+from promsched.scheduling.volumes import ClaimInfo
 
 if TYPE_CHECKING:
     from promsched.scheduling.caches import ClusterCache
 
-NODE_CONFLICT: Final = "node(s) had volume node affinity conflict"
-VOLUME_MISSING: Final = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
-EVENTS: Final = ClusterEvent.NODE | ClusterEvent.VOLUMES
-_VOLUME_MISSING: Final = Status(VOLUME_MISSING, Code.UNRESOLVABLE, EVENTS)
-_NODE_CONFLICT: Final = Status(NODE_CONFLICT, Code.UNRESOLVABLE, EVENTS)
 
 
 def _rejected(message: str) -> Rejection:
     return Rejection(message, EVENTS)
 
 
-class BoundVolumesCheck(PodIndependentCheck):
-    def __init__(self, volumes: list[VolumeInfo | None]) -> None:
-        self.volumes = volumes  # None: the claim's volume is not in the cluster
+class VolumeBindingCheck(PodIndependentCheck):
+    def __init__(self, claims: PodVolumeClaims, cache: ClusterCache) -> None:
+        self.claims = claims
+        self.cache = cache
 
     def check(self, node: NodeInfo) -> Status | None:
-        for volume in self.volumes:
-            if volume is None:
-                return _VOLUME_MISSING
-            if not volume.reachable_from(node.labels):
-                return _NODE_CONFLICT
-        return None
-
-
-def waiting_for_first_consumer(claim: PodClaim, info: ClaimInfo) -> Rejection:
-    return _rejected(
-        f'{claim.path}: persistentvolumeclaim "{claim.name}" is unbound and its StorageClass '
-        f'"{info.storage_class}" binds it to a volume at the first pod that uses it '
-        f"(volumeBindingMode {WAIT_FOR_FIRST_CONSUMER}); binding or provisioning volumes is not supported "
-        "by promsched yet",
-    )
+        found = find_pod_volumes(self.claims, node, self.cache)
+        return found if isinstance(found, Status) else None
 
 
 class VolumeBinding:
     name = "VolumeBinding"
     events = EVENTS
 
-    def prepare(self, pod: PodInfo, cache: ClusterCache) -> BoundVolumesCheck | Rejection | None:
-        if not pod.claims:
-            return None
-        claims: list[tuple[PodClaim, ClaimInfo]] = []
-        for claim in pod.claims:
-            info = cache.claims.get((pod.namespace, claim.name))
-            problem = _unusable(pod, claim, info)
-            if problem is not None:
-                return problem
-            assert info is not None
-            claims.append((claim, info))
-        volumes: list[VolumeInfo | None] = []
-        waiting = None
-        for claim, info in claims:
-            if info.bound:
-                volumes.append(cache.volumes.get(info.volume_name))
-                continue
-            storage_class = cache.storage_classes.get(info.storage_class)
-            binds_late = storage_class is not None and storage_class.wait_for_first_consumer
-            # A claim that names its volume but is not fully bound yet waits for the controller too.
-            if not binds_late or info.volume_name:
-                return _rejected(UNBOUND_IMMEDIATE)
-            waiting = waiting or waiting_for_first_consumer(claim, info)
-        return waiting or BoundVolumesCheck(volumes)
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeBindingCheck | Rejection | None:
+        claims = pod_volume_claims(pod, cache)
+        if claims is None or isinstance(claims, Rejection):
+            return claims
+        return VolumeBindingCheck(claims, cache)
+
+
+def pod_volume_claims(pod: PodInfo, cache: ClusterCache) -> PodVolumeClaims | Rejection | None:
+    """The pod's claims sorted as kube's GetPodVolumeClaims does; a rejection when one cannot be used
+    or must be bound by the controller first; None for a pod without claims."""
+    if not pod.claims:
+        return None
+    infos: list[ClaimInfo] = []
+    for claim in pod.claims:
+        info = cache.claim(pod.namespace, claim.name)
+        problem = _unusable(pod, claim, info)
+        if problem is not None:
+            return problem
+        assert info is not None
+        infos.append(info)
+    bound: list[ClaimInfo] = []
+    delayed: list[ClaimInfo] = []
+    for info in infos:
+        if info.bound:
+            bound.append(info)
+            continue
+        storage_class = cache.storage_classes.get(info.storage_class) if info.storage_class else None
+        # A claim that names its volume but is not fully bound yet waits for the controller too.
+        if storage_class is None or not storage_class.wait_for_first_consumer or info.volume_name:
+            return _rejected(UNBOUND_IMMEDIATE)
+        delayed.append(info)
+    classes = {info.storage_class for info in delayed}
+    return PodVolumeClaims(tuple(bound), tuple(delayed), volumes_by_class(cache, classes))
+
+
+def plan_for(pod: PodInfo, cache: ClusterCache, node: NodeInfo) -> VolumePlan:
+    """What binding the pod's claims on `node` takes (empty when they are all bound): the node is one
+    the filter let through in this same cycle."""
+    claims = pod_volume_claims(pod, cache)
+    if not isinstance(claims, PodVolumeClaims) or not claims.delayed:
+        return VolumePlan()
+    found = find_pod_volumes(claims, node, cache)
+    return VolumePlan() if isinstance(found, Status) else found
 
 
 def _unusable(pod: PodInfo, claim: PodClaim, info: ClaimInfo | None) -> Rejection | None:
