@@ -154,7 +154,13 @@ class Resources:
         """The kube names of the resources this request does not fit in: `allocatable` less what is
         already `requested` on the node. In kube-scheduler's order: cpu, memory, ephemeral-storage, then
         scalars by name. A scalar the node does not have at all is short too."""
-        if self.is_zero:
+        if (
+            # The common case first, in one test: it fits (called for every node in every cycle).
+            not self.scalars
+            and self.milli_cpu <= allocatable.milli_cpu - requested.milli_cpu
+            and self.memory <= allocatable.memory - requested.memory
+            and self.ephemeral_storage <= allocatable.ephemeral_storage - requested.ephemeral_storage
+        ) or self.is_zero:
             return []
         short: list[str] = []
         if self.milli_cpu > 0 and self.milli_cpu > allocatable.milli_cpu - requested.milli_cpu:

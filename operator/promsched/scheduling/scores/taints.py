@@ -27,6 +27,8 @@ class TaintTolerationScore:
                 for taint in node.taints
                 if taint.effect == PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in tolerations)
             )
+            if node.taints
+            else 0  # most nodes have none: no generator per node and pod
             for node in nodes
         ]
         if not any(raw):
