@@ -196,6 +196,7 @@ def _run(args: argparse.Namespace) -> int:
             watch_inactivity_timeout=args.watch_inactivity_timeout,
             resync_interval=args.resync_interval,
             max_unschedulable_seconds=args.pod_max_in_unschedulable_pods_duration,
+            bind_timeout=float(args.bind_timeout_seconds),
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
         )
@@ -281,6 +282,14 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="DURATION",
         help="how long a pod that fits nowhere waits for a cluster event that may help it before it is "
         "tried again anyway, e.g. 5m (kube-scheduler's flag and default: 5m)",
+    )
+    run.add_argument(
+        "--bind-timeout-seconds",
+        type=_positive(int, "a whole number", "600"),
+        default=600,
+        metavar="SECONDS",
+        help="how long a pod's WaitForFirstConsumer claims may take to be bound or provisioned on the chosen "
+        "node before the pod is tried again (kube-scheduler's VolumeBinding bindTimeoutSeconds; default 600)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

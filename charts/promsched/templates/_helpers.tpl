@@ -104,6 +104,10 @@ events (Scheduled, FailedScheduling). Granted cluster-wide, or per namespace wit
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+# VolumeBinding's PreBind names the chosen node on a claim to provision (selected-node).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [patch]
 # Events as kube-scheduler writes them (events.k8s.io/v1); a repeat patches the first one's series.
 - apiGroups: [events.k8s.io]
   resources: [events]

@@ -57,6 +57,8 @@ class RunOptions:
     # How long a pod that fits nowhere waits for a helpful cluster event (kube's
     # podMaxInUnschedulablePodsDuration).
     max_unschedulable_seconds: float = 300.0
+    # How long a pod's WaitForFirstConsumer claims may take to be bound (kube's bindTimeoutSeconds).
+    bind_timeout: float = 600.0
     # The client-side rate limit of the operator's requests, as kube-scheduler's flags of these names.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
@@ -265,6 +267,7 @@ def run(options: RunOptions) -> None:
         namespaces=frozenset(options.namespaces) or None,
         resync_interval=options.resync_interval,
         max_unschedulable_seconds=options.max_unschedulable_seconds,
+        bind_timeout=options.bind_timeout,
     )
     memo = Memo(runtime=Runtime(options, credentials, client, scheduler, listener))
     try:

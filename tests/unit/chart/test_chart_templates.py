@@ -102,6 +102,14 @@ def test_the_longest_unschedulable_wait_reaches_the_operator_as_kube_schedulers_
     assert build_parser().parse_args(["run", *args]).pod_max_in_unschedulable_pods_duration == 90.0
 
 
+def test_the_volume_bind_timeout_reaches_the_operator_as_kube_schedulers_default(tmp_path: Path) -> None:
+    args = container(render(tmp_path))["args"]
+    assert "--bind-timeout-seconds=600" in args
+    assert build_parser().parse_args(["run", *args]).bind_timeout_seconds == 600
+    args = container(render(tmp_path, {"bindTimeoutSeconds": 120}))["args"]
+    assert build_parser().parse_args(["run", *args]).bind_timeout_seconds == 120
+
+
 def test_the_resync_interval_reaches_the_operator(tmp_path: Path) -> None:
     assert "--resync-interval=300" in container(render(tmp_path))["args"]
     args = container(render(tmp_path, {"resyncInterval": 0}))["args"]
@@ -248,6 +256,11 @@ READS = {
     ("", "persistentvolumes", "watch", ()),
     ("storage.k8s.io", "storageclasses", "list", ()),
     ("storage.k8s.io", "storageclasses", "watch", ()),
+    # What provisioning a claim that waits for its first pod is limited by.
+    ("storage.k8s.io", "csidrivers", "list", ()),
+    ("storage.k8s.io", "csidrivers", "watch", ()),
+    ("storage.k8s.io", "csistoragecapacities", "list", ()),
+    ("storage.k8s.io", "csistoragecapacities", "watch", ()),
     ("promsched.io", "schedulingpolicies", "get", ()),
     ("promsched.io", "schedulingpolicies", "list", ()),
     ("promsched.io", "schedulingpolicies", "watch", ()),
@@ -256,9 +269,13 @@ READS = {
 WRITES = {
     ("", "pods/binding", "create", ()),
     ("", "pods/status", "patch", ()),
+    ("", "persistentvolumeclaims", "patch", ()),  # VolumeBinding: a claim's selected node
     ("events.k8s.io", "events", "create", ()),
     ("events.k8s.io", "events", "patch", ()),
 }
+# Writes on cluster-scoped objects, granted cluster-wide however namespaces are set: VolumeBinding
+# pre-binds a volume to a claim.
+CLUSTER_WRITES = {("", "persistentvolumes", "patch", ())}
 # Whether kube-scheduler runs, for policies in Enforce mode that claim default-scheduler.
 KUBE_SCHEDULER_LEASE = {("coordination.k8s.io", "leases", "get", ("kube-scheduler",))}
 
@@ -274,7 +291,7 @@ def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_
     role = objects[("ClusterRole", f"/{FULLNAME}")]
     binding = objects[("ClusterRoleBinding", f"/{FULLNAME}")]
 
-    assert grants(role["rules"]) == READS | WRITES
+    assert grants(role["rules"]) == READS | WRITES | CLUSTER_WRITES
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
@@ -293,7 +310,7 @@ def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_
 def test_namespaces_move_the_writes_into_roles_of_those_namespaces(tmp_path: Path) -> None:
     objects = render(tmp_path, {"namespaces": ["team-a", "team-b"]})
 
-    assert grants(objects[("ClusterRole", f"/{FULLNAME}")]["rules"]) == READS
+    assert grants(objects[("ClusterRole", f"/{FULLNAME}")]["rules"]) == READS | CLUSTER_WRITES
     for namespace in ("team-a", "team-b"):
         assert grants(objects[("Role", f"{namespace}/{FULLNAME}-scheduling")]["rules"]) == WRITES
         binding = objects[("RoleBinding", f"{namespace}/{FULLNAME}-scheduling")]

@@ -73,6 +73,8 @@ WRONG_TYPES = [
     ({"logLevel": "TRACE"}, "/logLevel"),
     ({"resyncInterval": -1}, "/resyncInterval"),
     ({"podMaxInUnschedulablePodsDuration": "5 minutes"}, "/podMaxInUnschedulablePodsDuration"),
+    ({"bindTimeoutSeconds": 0}, "/bindTimeoutSeconds"),
+    ({"bindTimeoutSeconds": "10m"}, "/bindTimeoutSeconds"),
     ({"kubeApi": {"qps": 0}}, "/kubeApi/qps"),
     ({"kubeApi": {"burst": 1.5}}, "/kubeApi/burst"),
     ({"namespaces": "default"}, "/namespaces"),
