@@ -137,13 +137,29 @@ def claim_object(
     }
 
 
-def volume_object(name: str = "pv-data", *, on: str | None = None, **labels: str) -> dict[str, Any]:
-    """A PersistentVolume; `on` pins it to one node by hostname, as a local volume is."""
+def volume_object(
+    name: str = "pv-data", *, on: str | None = None, csi: str | None = None, **labels: str
+) -> dict[str, Any]:
+    """A PersistentVolume; `on` pins it to one node by hostname, as a local volume is; `csi` names the
+    CSI driver it is a volume of (its handle is its name)."""
     spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}}
+    if csi is not None:
+        spec["csi"] = {"driver": csi, "volumeHandle": name}
     if on is not None:
         term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [on]}]}
         spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
     return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def csi_node_object(name: str = "n1", **counts: int | None) -> dict[str, Any]:
+    """A node's CSINode: each driver (by keyword; `_` for `.`) with its allocatable count (None: no
+    count)."""
+    drivers = [
+        {"name": driver.replace("_", "."), "nodeID": name}
+        | ({} if count is None else {"allocatable": {"count": count}})
+        for driver, count in counts.items()
+    ]
+    return {"metadata": {"name": name}, "spec": {"drivers": drivers}}
 
 
 def storage_class_object(name: str, mode: str) -> dict[str, Any]:

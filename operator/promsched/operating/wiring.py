@@ -226,6 +226,11 @@ async def volume_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
     memo.runtime.scheduler.on_volume(event["type"], event["object"])
 
 
+@kopf.on.event("storage.k8s.io", "v1", "csinodes")
+async def csi_node_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_csi_node(event["type"], event["object"])
+
+
 @kopf.on.event("storage.k8s.io", "v1", "storageclasses")
 async def storage_class_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
     memo.runtime.scheduler.on_storage_class(event["type"], event["object"])

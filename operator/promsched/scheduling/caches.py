@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from promsched.metrics.identifying import NodeDirectory
+from promsched.scheduling.csi_nodes import CSINodeInfo
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.resources import Resources
@@ -69,6 +70,9 @@ class ClusterCache:
     with_scored_terms: dict[str, str] = field(default_factory=dict)
     # (namespace, claim) -> how many counted pods name it in a persistentVolumeClaim volume.
     claim_users: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # node -> uid -> the counted pods of the node with claims: whose volumes count against its CSINode.
+    claim_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
+    csi_nodes: dict[str, CSINodeInfo] = field(default_factory=dict)
     namespace_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     claims: dict[tuple[str, str], ClaimInfo] = field(default_factory=dict)
     volumes: dict[str, VolumeInfo] = field(default_factory=dict)
@@ -121,6 +125,8 @@ class ClusterCache:
         if terms.required or terms.preferred or terms.preferred_anti:
             self.with_scored_terms[uid] = node
         self.claim_users.update(_named_claims(pod))
+        if pod.claims:
+            self.claim_pods.setdefault(node, {})[uid] = pod
 
     def _uncount(self, uid: str) -> str | None:
         entry = self.counted.pop(uid, None)
@@ -153,6 +159,11 @@ class ClusterCache:
             self.claim_users[claim] -= 1
             if self.claim_users[claim] <= 0:
                 del self.claim_users[claim]
+        with_claims = self.claim_pods.get(node)
+        if with_claims is not None:
+            with_claims.pop(uid, None)
+            if not with_claims:
+                del self.claim_pods[node]
         return node
 
     def observe_pod(self, pod: PodInfo) -> bool:
@@ -280,6 +291,15 @@ class ClusterCache:
 
     def remove_storage_class(self, name: str) -> None:
         self.storage_classes.pop(name, None)
+
+    def upsert_csi_node(self, csi_node: CSINodeInfo) -> bool:
+        """Store a CSINode; True when it is new or one of its drivers may attach more volumes than before."""
+        previous = self.csi_nodes.get(csi_node.name)
+        self.csi_nodes[csi_node.name] = csi_node
+        return previous is None or csi_node.limit_increased_since(previous)
+
+    def remove_csi_node(self, name: str) -> None:
+        self.csi_nodes.pop(name, None)
 
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""

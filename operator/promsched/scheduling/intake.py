@@ -32,10 +32,12 @@ import aiohttp
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.csi_nodes import CSINodeInfo
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
+from promsched.scheduling.resources import Resources
 from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.versions import Versions, version_of
 from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
@@ -103,6 +105,11 @@ def _uses_claims(waiting: PodInfo) -> bool:
     return bool(waiting.claims)
 
 
+def _scaled_down(before: Resources, after: Resources) -> bool:
+    """Whether `after` requests less of some resource than `before`."""
+    return after.max_per_resource(before) != after
+
+
 class Intake:
     """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
     is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work;
@@ -143,6 +150,7 @@ class Intake:
             Kind("persistentvolumes", "/api/v1/persistentvolumes", self._apply_volume),
             Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
             Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
+            Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", self._apply_csi_node),
             Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", self._apply_csi_driver),
             Kind(
                 "csistoragecapacities",
@@ -176,6 +184,9 @@ class Intake:
 
     def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["persistentvolumes"], event_type, obj)
+
+    def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csinodes"], event_type, obj)
 
     def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["storageclasses"], event_type, obj)
@@ -258,6 +269,9 @@ class Intake:
                 ClusterEvent.ASSIGNED_POD_ADDED,
                 only=lambda waiting: _placement_may_help(waiting, pod, cache),
             )
+        elif _scaled_down(previous[1].requests, pod.requests):
+            # kube's UpdatePodScaleDown: a resize gave back some of what the pod held on its node.
+            self.queue.move_all_to_active("pod scaled down", ClusterEvent.ASSIGNED_POD_SCALED_DOWN)
         elif previous[1].labels != pod.labels:
             self.queue.move_all_to_active(
                 "pod relabelled", ClusterEvent.ASSIGNED_POD_UPDATED, only=_has_interpod_rules
@@ -287,6 +301,20 @@ class Intake:
                     waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
                 ),
             )
+
+    def _apply_csi_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.cache.remove_csi_node(name)
+            return
+        try:
+            csi_node = CSINodeInfo.from_object(obj)
+        except ValueError as error:
+            logger.warning("CSINode %s ignored (its node has no attach limits): %s", name, error)
+            self.cache.remove_csi_node(name)
+            return
+        if self.cache.upsert_csi_node(csi_node):
+            self.queue.move_all_to_active("CSINode changed", ClusterEvent.CSI_NODE_CHANGED, only=_uses_claims)
 
     def _apply_volume(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")

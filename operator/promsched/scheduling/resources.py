@@ -257,7 +257,8 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = Non
     statuses = _container_statuses(status)
     infeasible = _resize_infeasible(status)
     containers = spec_total
-    if statuses or _has_pod_level_status(status):
+    # Without any status value each reading is the spec: only the spec needs summing.
+    if statuses or infeasible or _has_pod_level_status(status):
         allocated, actuated = _status_totals(spec, status, statuses, infeasible)
         containers = allocated.max_per_resource(actuated)
         if not infeasible:

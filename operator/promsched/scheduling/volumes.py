@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from promsched.scheduling.csi_nodes import CSIVolume, csi_volume
 from promsched.scheduling.node_selectors import NodeSelector, NodeSelectorTerm, parse_node_selector_term
 from promsched.scheduling.resources import FieldError, list_field, object_field, parse_quantity
 from promsched.scheduling.selectors import NOTHING, LabelSelector, parse_label_selector
@@ -160,6 +161,7 @@ class VolumeInfo:
     name: str
     node_affinity: NodeSelector | None = None
     zones: tuple[tuple[str, frozenset[str]], ...] = ()
+    csi: CSIVolume | None = None  # the CSI volume it is, for attach limits; None: not a CSI volume
     resource_version: int = 0
     storage_class: str = ""
     capacity: int = 0  # bytes of spec.capacity.storage
@@ -208,6 +210,7 @@ class VolumeInfo:
             zones=tuple(
                 (label, zones) for label in ZONE_LABELS if (zones := _zone_set(labels.get(label))) is not None
             ),
+            csi=csi_volume(spec, labels),
             resource_version=version_of(metadata) or 0,
             storage_class=str(storage_class),
             capacity=_capacity(capacity.get("storage", 0)),

@@ -256,6 +256,8 @@ READS = {
     ("", "persistentvolumes", "watch", ()),
     ("storage.k8s.io", "storageclasses", "list", ()),
     ("storage.k8s.io", "storageclasses", "watch", ()),
+    ("storage.k8s.io", "csinodes", "list", ()),
+    ("storage.k8s.io", "csinodes", "watch", ()),
     # What provisioning a claim that waits for its first pod is limited by.
     ("storage.k8s.io", "csidrivers", "list", ()),
     ("storage.k8s.io", "csidrivers", "watch", ()),

@@ -20,7 +20,15 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where
 from support.clocks import Clock
 from support.fake_apis import FakeSender
-from support.objects import ZONE, claim_object, node_object, pod_object, storage_class_object, volume_object
+from support.objects import (
+    ZONE,
+    claim_object,
+    csi_node_object,
+    node_object,
+    pod_object,
+    storage_class_object,
+    volume_object,
+)
 from support.polling import eventually_async
 
 RESYNC = 300.0
@@ -230,6 +238,12 @@ KINDS = [
             if name in cache.storage_classes
             else None
         ),
+    ),
+    KindCase(
+        "csinodes",
+        "on_csi_node",
+        lambda name, version, mark: versioned(csi_node_object(name, **{mark: 1}), version),
+        lambda cache, name: next(iter(cache.csi_nodes[name].limits)) if name in cache.csi_nodes else None,
     ),
 ]
 BY_RESOURCE = pytest.mark.parametrize("case", KINDS, ids=[case.resource for case in KINDS])

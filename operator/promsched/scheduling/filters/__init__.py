@@ -30,6 +30,7 @@ from promsched.scheduling.filters.taints import TaintToleration
 from promsched.scheduling.filters.topology_spread import PodTopologySpread
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.filters.volume_binding import VolumeBinding
+from promsched.scheduling.filters.volume_limits import NodeVolumeLimits
 from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
@@ -87,6 +88,7 @@ DEFAULT_FILTERS: Final[tuple[Filter, ...]] = (
 # kube-scheduler's order for the filters that look beyond the node; they run after the node filters.
 DEFAULT_CLUSTER_FILTERS: Final[tuple[ClusterFilter, ...]] = (
     VolumeRestrictions(),
+    NodeVolumeLimits(),
     VolumeBinding(),
     VolumeZone(),
     PodTopologySpread(),

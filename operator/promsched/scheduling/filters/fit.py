@@ -21,7 +21,12 @@ INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 
 class NodeResourcesFit:
     name = "NodeResourcesFit"
-    events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED | ClusterEvent.ASSIGNED_POD_DELETED
+    events = (
+        ClusterEvent.NODE_ADDED
+        | ClusterEvent.NODE_UPDATED
+        | ClusterEvent.ASSIGNED_POD_DELETED
+        | ClusterEvent.ASSIGNED_POD_SCALED_DOWN
+    )
 
     def concerns(self, pod: PodInfo) -> bool:
         return True

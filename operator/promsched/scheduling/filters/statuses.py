@@ -26,7 +26,9 @@ class ClusterEvent(Flag):
     ASSIGNED_POD_ADDED = auto()  # a pod placed on a node (by anyone)
     ASSIGNED_POD_UPDATED = auto()  # its labels changed
     ASSIGNED_POD_DELETED = auto()  # deleted or finished: its room is free
+    ASSIGNED_POD_SCALED_DOWN = auto()  # a resize lowered what it requests
     NAMESPACE_UPDATED = auto()
+    CSI_NODE_CHANGED = auto()  # a CSINode added, or one of its drivers may attach more volumes
     CLAIM_CHANGED = auto()
     VOLUME_CHANGED = auto()
     STORAGE_CLASS_CHANGED = auto()
@@ -45,7 +47,9 @@ class ClusterEvent(Flag):
         | ASSIGNED_POD_ADDED
         | ASSIGNED_POD_UPDATED
         | ASSIGNED_POD_DELETED
+        | ASSIGNED_POD_SCALED_DOWN
         | NAMESPACE_UPDATED
+        | CSI_NODE_CHANGED
         | CLAIM_CHANGED
         | VOLUME_CHANGED
         | STORAGE_CLASS_CHANGED

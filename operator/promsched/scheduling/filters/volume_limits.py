@@ -1,0 +1,112 @@
+"""How many more CSI volumes a node can attach, as kube-scheduler's NodeVolumeLimits plugin (CSILimits).
+
+A node's CSINode says how many volumes each CSI driver can attach to it (spec.drivers[].allocatable
+.count). The volumes of the pods on the node are counted per driver, each once however many pods use it;
+the pod's volumes not already there are added, and a node where a driver would exceed its count does not
+fit: "node(s) exceed max volume count". A volume counts by its PersistentVolume's CSI source (or the CSI
+driver a migrated in-tree plugin moved to); a claim not bound yet counts by its StorageClass's
+provisioner, as a volume of its own. A node without a CSINode, or a driver without a count, has no limit.
+
+Not counted, unlike kube 1.37: VolumeAttachments of the node that no pod's volume explains, and the
+VolumeLimitScaling check of drivers that must be installed on the node (CSIDriver
+preventPodSchedulingIfMissing); promsched does not watch VolumeAttachments or CSIDrivers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from promsched.scheduling.csi_nodes import MIGRATED_PLUGINS
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
+
+MAX_VOLUME_COUNT: Final = "node(s) exceed max volume count"
+# kube's EventsToRegister: a CSINode added or allowing more, an assigned pod deleted, a claim added.
+EVENTS: Final = ClusterEvent.CSI_NODE_CHANGED | ClusterEvent.ASSIGNED_POD_DELETED | ClusterEvent.CLAIM_CHANGED
+_EXCEEDED: Final = Status(MAX_VOLUME_COUNT, Code.UNSCHEDULABLE, EVENTS)
+
+# (driver, handle, whether the handle stands for a claim not bound yet) -> driver
+Volumes = dict[tuple[str, str, bool], str]
+
+
+def attachable_volumes(pod: PodInfo, cache: ClusterCache) -> Volumes:
+    """The CSI volumes `pod`'s claims use, each once. A claim, volume or class missing from the cluster
+    is not counted (a missing claim of the pod to place is VolumeRestrictions' rejection)."""
+    volumes: Volumes = {}
+    for claim in pod.claims:
+        info = cache.claims.get((pod.namespace, claim.name))
+        if info is None:
+            continue
+        volume = cache.volumes.get(info.volume_name) if info.volume_name else None
+        if volume is not None:
+            if volume.csi is not None and volume.csi.driver and volume.csi.handle:
+                volumes[(volume.csi.driver, volume.csi.handle, False)] = volume.csi.driver
+            continue
+        # Not bound, or bound to a volume not in the cache: counted by its class, as a volume of its own.
+        storage_class = cache.storage_classes.get(info.storage_class) if info.storage_class else None
+        if storage_class is None or not storage_class.provisioner:
+            continue
+        driver = MIGRATED_PLUGINS.get(storage_class.provisioner, storage_class.provisioner)
+        volumes[(driver, f"{pod.namespace}/{claim.name}", True)] = driver
+    return volumes
+
+
+class VolumeLimitsCheck:
+    """The pod's volumes against each node's CSINode limits. Pods preemption would evict (and pods
+    counted back) are kept aside, as kube's filter sees the node without them."""
+
+    def __init__(self, cache: ClusterCache, volumes: Volumes) -> None:
+        self.cache = cache
+        self.volumes = volumes
+        self.drivers = frozenset(volumes.values())
+        self.removed: set[str] = set()
+        self.added: dict[str, dict[str, PodInfo]] = {}
+
+    def check(self, node: NodeInfo) -> Status | None:
+        csi_node = self.cache.csi_nodes.get(node.name)
+        if csi_node is None or self.drivers.isdisjoint(csi_node.limits):
+            return None
+        attached: Volumes = {}
+        for pod in self._pods_on(node.name):
+            attached.update(attachable_volumes(pod, self.cache))
+        in_use = Counter(attached.values())
+        adding = Counter(driver for volume, driver in self.volumes.items() if volume not in attached)
+        for driver, count in adding.items():
+            limit = csi_node.limits.get(driver)
+            if limit is not None and in_use[driver] + count > limit:
+                return _EXCEEDED
+        return None
+
+    def _pods_on(self, node: str) -> Iterable[PodInfo]:
+        for uid, pod in self.cache.claim_pods.get(node, {}).items():
+            if uid not in self.removed:
+                yield pod
+        yield from self.added.get(node, {}).values()
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        added = self.added.get(node.name, {})
+        if added.pop(pod.uid, None) is None:
+            self.removed.add(pod.uid)
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        if pod.uid in self.removed:
+            self.removed.discard(pod.uid)
+        elif pod.claims:
+            self.added.setdefault(node.name, {})[pod.uid] = pod
+
+
+class NodeVolumeLimits:
+    name = "NodeVolumeLimits"
+    events = EVENTS
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeLimitsCheck | None:
+        if not pod.claims or not cache.csi_nodes:
+            return None  # kube's PreFilter Skip: no claim-backed volume; or no node has limits
+        volumes = attachable_volumes(pod, cache)
+        return VolumeLimitsCheck(cache, volumes) if volumes else None
