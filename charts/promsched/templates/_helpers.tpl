@@ -108,6 +108,10 @@ events (Scheduled, FailedScheduling). Granted cluster-wide, or per namespace wit
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [patch]
+# Preemption evicts its victims through the Eviction API, which enforces their PodDisruptionBudgets.
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]
 # Events as kube-scheduler writes them (events.k8s.io/v1); a repeat patches the first one's series.
 - apiGroups: [events.k8s.io]
   resources: [events]

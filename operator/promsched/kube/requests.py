@@ -61,6 +61,24 @@ def patch_pod_condition(namespace: str, name: str, condition: Mapping[str, str])
     return Request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body, STRATEGIC_MERGE_PATCH)
 
 
+def patch_nominated_node(namespace: str, name: str, node: str) -> Request:
+    """Set (or with "" clear) status.nominatedNodeName, as kube-scheduler patches it after preempting."""
+    body = {"status": {"nominatedNodeName": node or None}}
+    return Request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body, STRATEGIC_MERGE_PATCH)
+
+
+def evict_pod(namespace: str, name: str, uid: str) -> Request:
+    """POST pods/eviction: the API server deletes the pod unless a PodDisruptionBudget forbids it (429).
+    The UID precondition keeps a pod recreated under the same name from being evicted in its place."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": {"preconditions": {"uid": uid}},
+    }
+    return Request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body)
+
+
 def policy_path(name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}"
 

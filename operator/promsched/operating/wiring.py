@@ -236,6 +236,12 @@ async def storage_class_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> Non
     memo.runtime.scheduler.on_storage_class(event["type"], event["object"])
 
 
+# What preemption weighs victims by.
+@kopf.on.event("policy", "v1", "poddisruptionbudgets")
+async def disruption_budget_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_disruption_budget(event["type"], event["object"])
+
+
 # What provisioning for a WaitForFirstConsumer claim is limited by.
 @kopf.on.event("storage.k8s.io", "v1", "csidrivers")
 async def csi_driver_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:

@@ -197,12 +197,24 @@ class Binder:
         )
         self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, scheduler_name)
 
+    def report_preempted(self, victim: PodInfo, preemptor: PodInfo, node: str, scheduler_name: str) -> None:
+        """kube's Preempted event on an evicted victim, naming the preemptor."""
+        note = f"Preempted by pod {preemptor.uid} on node {node}"
+        self._event(_ref(victim), "Normal", "Preempted", "Preempting", note, scheduler_name, _ref(preemptor))
+
     def _event(
-        self, pod: PodRef, event_type: str, reason: str, action: str, note: str, reporter: PolicyRuntime | str
+        self,
+        pod: PodRef,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+        reporter: PolicyRuntime | str,
+        related: PodRef | None = None,
     ) -> None:
         controller = reporter if isinstance(reporter, str) else reporter.scheduler_name
         limited = self.events.limited
-        request = self.events.record(pod, event_type, reason, action, note, controller)
+        request = self.events.record(pod, event_type, reason, action, note, controller, related)
         if request is not None:
             if not self.writes.submit(*_event_slot(request), request) and request.method == "POST":
                 # Never created: the next occurrence must create it rather than patch a missing Event.

@@ -77,11 +77,19 @@ class EventRecorder:
     limited: int = 0  # new Events refused by the per-pod limit
 
     def record(
-        self, pod: PodRef, event_type: str, reason: str, action: str, note: str, controller: str = ""
+        self,
+        pod: PodRef,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+        controller: str = "",
+        related: PodRef | None = None,
     ) -> Request | None:
         """The write this occurrence needs now, or None: a repeat only counts, or the pod is over its
         allowance of new Events. `controller` is the reporting controller (the pod's scheduler
-        name, as kube-scheduler's profiles report); the recorder's own by default."""
+        name, as kube-scheduler's profiles report); the recorder's own by default. `related` is the
+        other pod involved (the preemptor of a Preempted event)."""
         reporter = controller or self.controller
         now = self.clock()
         key = (pod.uid, action, reason, reporter)
@@ -111,6 +119,8 @@ class EventRecorder:
             "regarding": pod.as_regarding(),
             "note": note[:NOTE_LIMIT],
         }
+        if related is not None:
+            body["related"] = related.as_regarding()
         return Request("POST", f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body)
 
     def refresh(self) -> list[Request]:

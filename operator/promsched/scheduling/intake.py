@@ -33,6 +33,7 @@ from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.csi_nodes import CSINodeInfo
+from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
@@ -151,6 +152,7 @@ class Intake:
             Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
             Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
             Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", self._apply_csi_node),
+            Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self._apply_budget),
             Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", self._apply_csi_driver),
             Kind(
                 "csistoragecapacities",
@@ -190,6 +192,9 @@ class Intake:
 
     def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["storageclasses"], event_type, obj)
+
+    def on_disruption_budget(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["poddisruptionbudgets"], event_type, obj)
 
     def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["csidrivers"], event_type, obj)
@@ -236,6 +241,7 @@ class Intake:
         uid = obj.get("metadata", {}).get("uid", "")
         if deleted:
             self.pending.pop(uid, None)
+            self.cache.unnominate(uid)
             self.queue.remove(uid)
             if self.cache.remove_pod(uid):
                 self.queue.move_all_to_active("pod deleted", ClusterEvent.ASSIGNED_POD_DELETED)
@@ -248,9 +254,11 @@ class Intake:
         self._observe(pod)
         if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
             self.pending.pop(uid, None)
+            self.cache.unnominate(uid)
             self.queue.remove(uid)
             return
         self.pending[uid] = pod
+        self.cache.nominate(pod)
         self.enqueue(pod)
 
     def _observe(self, pod: PodInfo) -> None:
@@ -350,6 +358,22 @@ class Intake:
         self.queue.move_all_to_active(
             "storage capacity changed", ClusterEvent.STORAGE_CAPACITY_CHANGED, only=_uses_claims
         )
+
+    def _apply_budget(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        # Read by preemption only, which no event requeues for (kube's DefaultPreemption registers none).
+        metadata = obj.get("metadata", {})
+        if deleted:
+            self.cache.remove_budget(metadata.get("namespace", ""), metadata.get("name", ""))
+            return
+        try:
+            self.cache.upsert_budget(DisruptionBudget.from_object(obj))
+        except ValueError as error:
+            logger.warning(
+                "PodDisruptionBudget %s/%s ignored: %s",
+                metadata.get("namespace"),
+                metadata.get("name"),
+                error,
+            )
 
     # ----- lists ----------------------------------------------------------------------------------
 

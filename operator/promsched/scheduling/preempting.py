@@ -1,63 +1,125 @@
-"""Whether preemption would help a pod that fits nowhere. promsched never evicts pods; it says so.
+"""Preemption for a pod that fits nowhere (kube-scheduler's DefaultPreemption PostFilter): whether it
+may preempt, the candidate nodes, and the one to preempt on, or kube's words for why there is none.
 
-As kube-scheduler's DefaultPreemption judges candidates: only nodes that failed for a reason evicting
-pods can lift (resources, ports, anti-affinity, spreading; not taints or node affinity), with every
-pod of lower priority than the pod's taken away, on that node and in what the cluster filters
-prepared (kube's PreFilter RemovePod), and all filters run again. A pod whose preemptionPolicy is Never
-may not preempt.
+Only nodes that failed for a reason evicting pods can lift (the filter's Unschedulable code: resources,
+ports, anti-affinity, spreading; not taints or node affinity) are dry-run, from a random offset and up
+to kube's number of candidates (10% of them, at least 100). A pod whose preemptionPolicy is Never may
+not preempt, nor may one whose nominated node still has lower-priority pods terminating from an
+earlier preemption. Load thresholds are judged on metrics, which no eviction changes until the next
+snapshot: a candidate must pass them as it stands. This module decides; `evicting` acts.
 """
 
 from __future__ import annotations
 
+import random
+import time
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from promsched.metrics.scoring import ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.filters import Filter, run_checks, run_filters
+from promsched.scheduling.filters import Filter, summarize_failures
 from promsched.scheduling.filters.checks import NodeCheck
-from promsched.scheduling.filters.statuses import Status
+from promsched.scheduling.filters.statuses import Code, Status
 from promsched.scheduling.pods import PREEMPT_NEVER, PodInfo
+from promsched.scheduling.preemption_candidates import NO_VICTIMS, Candidate, pick_one, select_victims
 
-NOT_DONE: Final = "promsched does not preempt lower-priority pods"
+NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
+NEVER: Final = "not eligible due to preemptionPolicy=Never."
+TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
+# kube's DefaultPreemptionArgs defaults: minCandidateNodesPercentage and minCandidateNodesAbsolute.
+MIN_CANDIDATE_NODES_PERCENT: Final = 10
+MIN_CANDIDATE_NODES: Final = 100
 
 
-def nodes_freed_by_preemption(
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """What preemption concluded. `candidate`: the node and victims to preempt; else `message`, kube's
+    text after "preemption: " ('' when there is nothing to add), and `clear_nomination` when the pod's
+    nominated node is to be cleared (no candidate was found)."""
+
+    candidate: Candidate | None = None
+    message: str = ""
+    clear_nomination: bool = False
+
+    def note(self) -> str:
+        """What FailedScheduling adds after the filters' text, as kube's FitError (" %v.")."""
+        return f" preemption: {self.message}." if self.message else ""
+
+
+def nominated_node(pod: PodInfo, cache: ClusterCache) -> str:
+    """Where the pod is nominated: as held in memory, else as its status says."""
+    return cache.nominations.get(pod.uid) or pod.nominated_node_name
+
+
+def ineligibility(pod: PodInfo, cache: ClusterCache, statuses: dict[str, Status]) -> str:
+    """Why `pod` may not preempt ('' when it may), as kube's PodEligibleToPreemptOthers."""
+    if pod.preemption_policy == PREEMPT_NEVER:
+        return NEVER
+    node = nominated_node(pod, cache)
+    if not node:
+        return ""
+    status = statuses.get(node)
+    # A nominated node no eviction can free (or one not judged: not in the map) is given up on.
+    if status is None or status.code is Code.UNRESOLVABLE:
+        return ""
+    for other in cache.node_pods.get(node, {}).values():
+        if other.priority < pod.priority and other.terminating_by_preemption:
+            return TERMINATING
+    return ""
+
+
+def candidates_to_find(potential: int) -> int:
+    """kube's calculateNumCandidates."""
+    wanted = max(potential * MIN_CANDIDATE_NODES_PERCENT // 100, MIN_CANDIDATE_NODES)
+    return min(wanted, potential)
+
+
+def preempt(
     pod: PodInfo,
     cache: ClusterCache,
     snapshot: Snapshot,
     failed: Sequence[tuple[str, Status]],
     filters: Sequence[Filter],
     checks: Sequence[NodeCheck],
+    *,
     scores: ScoreMemo | None = None,
-) -> int:
-    """How many of the `failed` nodes ((node, rejection) pairs) would fit `pod` once their lower-priority
-    pods were evicted."""
-    if pod.preemption_policy == PREEMPT_NEVER:
-        return 0
-    freed = 0
-    for name, status in failed:
-        node = cache.nodes[name]
-        victims = [other for other in cache.node_pods.get(name, {}).values() if other.priority < pod.priority]
-        if not victims or not status.eviction_may_help:
+    rng: random.Random | None = None,
+) -> Preemption:
+    """Preemption for `pod`, which fits none of the cache's nodes; `failed` holds each node a filter
+    rejected, with its rejection (nodes missing from it were never judged by the filters, or passed
+    them and failed a load threshold)."""
+    total = len(cache.nodes)
+    statuses = dict(failed)
+    reason = ineligibility(pod, cache, statuses)
+    if reason:
+        return Preemption(message=reason)
+    potential = [name for name, status in failed if status.eviction_may_help and name in cache.nodes]
+    wanted = candidates_to_find(len(potential))
+    offset = (rng or random.Random()).randrange(len(potential)) if potential else 0
+    budgets = list(cache.budgets.values())
+    now = time.time()
+    found: list[Candidate] = []
+    violating: list[Candidate] = []
+    reasons: Counter[str] = Counter()
+    for index in range(len(potential)):
+        name = potential[(offset + index) % len(potential)]
+        result = select_victims(pod, cache.nodes[name], cache, filters, checks, budgets, now)
+        if isinstance(result, Status):
+            reasons[result.reason] += 1
             continue
-        usage = cache.usage_of(name).without(victims)
-        for check in checks:
-            for victim in victims:
-                check.remove_pod(victim, node)
-        try:
-            fits = run_filters(pod, node, usage, filters) is None and run_checks(node, checks) is None
-        finally:
-            for check in checks:
-                for victim in victims:
-                    check.add_pod(victim, node)
-        # Load thresholds are judged on metrics, which no eviction changes until the next snapshot.
-        if fits and score_nodes(snapshot, [name], memo=scores)[0].feasible:
-            freed += 1
-    return freed
-
-
-def preemption_note(freed: int) -> str:
-    """What FailedScheduling adds, after kube's text, when evictions would have made room."""
-    return f" preemption: {NOT_DONE} (evicting some would make room on {freed} node(s))."
+        judged = score_nodes(snapshot, [name], memo=scores)[0]
+        if not result.victims or not judged.feasible:
+            reasons[judged.reasons[0].key if judged.reasons else NO_VICTIMS.reason] += 1
+            continue
+        (violating if result.pdb_violations else found).append(result)
+        if found and len(found) + len(violating) >= wanted:
+            break  # kube stops the dry run once enough candidates, one of them violating nothing
+    candidates = found + violating
+    if not candidates:
+        reasons[NOT_HELPFUL] += total - sum(reasons.values())
+        return Preemption(message=summarize_failures(total, reasons), clear_nomination=True)
+    return Preemption(candidate=pick_one(candidates, now))

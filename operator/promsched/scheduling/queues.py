@@ -202,9 +202,14 @@ class SchedulingQueue:
 
 
 def _changed(old: PodInfo, new: PodInfo) -> bool:
-    """Whether an update can change where the pod fits; our own status writes (PodScheduled) cannot."""
+    """Whether an update can change where the pod fits; our own status writes (PodScheduled, a
+    nomination) cannot."""
     unchanged = dataclasses.replace(
-        old, resource_version=new.resource_version, scheduled_condition=new.scheduled_condition
+        old,
+        resource_version=new.resource_version,
+        scheduled_condition=new.scheduled_condition,
+        nominated_node_name=new.nominated_node_name,  # our own preemption's
+        disruption_target=new.disruption_target,
     )
     return unchanged != new
 

@@ -31,6 +31,7 @@ from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
+from promsched.scheduling.evicting import Evictor
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.volume_binding import plan_for
@@ -38,6 +39,7 @@ from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
 from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS
+from promsched.scheduling.preempting import nominated_node
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
@@ -113,6 +115,9 @@ class Scheduler:
             concurrency=bind_concurrency,
             bind_timeout=bind_timeout,
         )
+        self.evictor = Evictor(
+            sender, self.cache, self.queue, spawn=self._spawn, report_preempted=self.binder.report_preempted
+        )
 
     # ----- intake -------------------------------------------------------------------------------
 
@@ -153,6 +158,9 @@ class Scheduler:
 
     def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self.intake.on_storage_class(event_type, obj)
+
+    def on_disruption_budget(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_disruption_budget(event_type, obj)
 
     def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self.intake.on_csi_driver(event_type, obj)
@@ -356,6 +364,11 @@ class Scheduler:
                 runtime.status.record_scheduled(pod.uid, decision)
             return outcome
         if outcome.node is None:
+            preemption = outcome.preemption
+            if preemption.candidate is not None:
+                self.evictor.preempt(pod, preemption.candidate, runtime.scheduler_name)
+            elif preemption.clear_nomination and nominated_node(pod, self.cache):
+                self.evictor.clear_nomination(pod)
             self._unschedulable(entry, runtime, decision, outcome.message, outcome.lifted_by)
             return outcome
         # The claims' volumes to bind or provision there (kube's VolumeBinding Reserve).

@@ -267,11 +267,15 @@ READS = {
     ("promsched.io", "schedulingpolicies", "list", ()),
     ("promsched.io", "schedulingpolicies", "watch", ()),
     ("promsched.io", "schedulingpolicies/status", "patch", ()),
+    # What preemption weighs its victims by.
+    ("policy", "poddisruptionbudgets", "list", ()),
+    ("policy", "poddisruptionbudgets", "watch", ()),
 }
 WRITES = {
     ("", "pods/binding", "create", ()),
     ("", "pods/status", "patch", ()),
     ("", "persistentvolumeclaims", "patch", ()),  # VolumeBinding: a claim's selected node
+    ("", "pods/eviction", "create", ()),  # preemption's victims
     ("events.k8s.io", "events", "create", ()),
     ("events.k8s.io", "events", "patch", ()),
 }

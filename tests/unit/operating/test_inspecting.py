@@ -114,6 +114,7 @@ def pod_object(
 
 # What the scheduler lists besides nodes and pods (for placement rules); empty here.
 PLACEMENT_LISTS = (
+    "/apis/policy/v1/poddisruptionbudgets",
     "/api/v1/namespaces",
     "/api/v1/persistentvolumes",
     "/api/v1/persistentvolumeclaims",

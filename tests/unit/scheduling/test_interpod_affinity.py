@@ -12,6 +12,7 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import affinity, anti_affinity, cache_with, decide_evenly, required_term
+from support.preemption import no_victims, not_helpful
 from support.statuses import reason_of
 
 ANTI = "node(s) didn't match pod anti-affinity rules"
@@ -34,7 +35,7 @@ def test_anti_affinity_on_hostname_keeps_replicas_apart_and_the_fourth_out() -> 
             cache.assume(replica, outcome.node)
             placed.append(outcome.node)
     assert sorted(placed) == ["n1", "n2", "n3"]
-    assert outcome.message == f"0/3 nodes are available: 3 {ANTI}."
+    assert outcome.message == f"0/3 nodes are available: 3 {ANTI}." + no_victims(3)
 
 
 def test_anti_affinity_on_zone_keeps_the_whole_zone_free() -> None:
@@ -105,10 +106,9 @@ def test_affinity_needs_a_matching_pod_in_the_nodes_domain() -> None:
 def test_affinity_to_pods_that_do_not_exist_fits_nowhere_unless_the_pod_matches_itself() -> None:
     cache = cache_with([*three_nodes(), node("bare", zone=None)])
     near_db = affinity(required_term({"app": "db"}, ZONE))
-    assert (
-        decide_evenly(pod("web", affinity=near_db), cache).message
-        == f"0/4 nodes are available: 4 {AFFINITY}."
-    )
+    assert decide_evenly(
+        pod("web", affinity=near_db), cache
+    ).message == f"0/4 nodes are available: 4 {AFFINITY}." + not_helpful(4)
     # The first pod of a group that attracts itself may go anywhere carrying the topology key.
     first = decide_evenly(pod("db-0", labels={"app": "db"}, affinity=near_db), cache)
     assert first.node is not None

@@ -1,19 +1,20 @@
-"""Preemption is never done; a pod that evictions of lower-priority pods would make fit is told so."""
+"""Preemption as decided in a scheduling cycle: who may preempt, where, and kube's words when nowhere."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
-from support.objects import ZONE, node, pod
+from promsched.scheduling.preempting import NEVER, TERMINATING, candidates_to_find
+from support.objects import ZONE, node, pod, pod_object
 from support.placement import anti_affinity, cache_with, decide_evenly, required_term
+from support.preemption import no_victims, not_helpful, preemption_note
 
-NOTE = (
-    " preemption: promsched does not preempt lower-priority pods "
-    "(evicting some would make room on {} node(s))."
-)
 TWO_NODES = [node("n1", cpu="2"), node("n2", cpu="2")]
+INSUFFICIENT = "0/2 nodes are available: 2 Insufficient cpu."
+PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
 
 
 def big(name: str, priority: int, node_name: str = "", **spec: Any) -> PodInfo:
@@ -24,34 +25,76 @@ def full(nodes: list[NodeInfo], priority: int) -> list[PodInfo]:
     return [big(f"low-{info.name}", priority, info.name) for info in nodes]
 
 
-def test_a_pod_that_evictions_would_fit_is_told_promsched_does_not_preempt() -> None:
+def preempted(name: str, node_name: str) -> PodInfo:
+    """A victim of an earlier preemption, still terminating."""
+    obj = pod_object(name, cpu="1500m", node_name=node_name, deleting=True)
+    obj["status"]["conditions"] = [PREEMPTED]
+    return PodInfo.from_object(obj)
+
+
+def nominated(cache: ClusterCache, incoming: PodInfo, node_name: str) -> PodInfo:
+    cache.nominate(incoming, node_name)
+    return incoming
+
+
+def test_a_pod_that_evictions_fit_gets_a_candidate_and_kubes_plain_message() -> None:
     outcome = decide_evenly(big("urgent", 1000), cache_with(TWO_NODES, full(TWO_NODES, 0)))
     assert outcome.node is None
-    assert outcome.message == "0/2 nodes are available: 2 Insufficient cpu." + NOTE.format(2)
+    # kube's PostFilter succeeded: its status has no message, so FailedScheduling has no preemption part.
+    assert outcome.message == INSUFFICIENT
+    candidate = outcome.preemption.candidate
+    assert candidate is not None
+    assert [victim.name for victim in candidate.victims] == [f"low-{candidate.node}"]
+    assert candidate.pdb_violations == 0
 
 
 def test_pods_of_equal_or_higher_priority_are_no_victims() -> None:
     outcome = decide_evenly(big("peer", 0), cache_with(TWO_NODES, full(TWO_NODES, 0)))
-    assert outcome.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert outcome.message == INSUFFICIENT + no_victims(2)
+    assert outcome.preemption.candidate is None
+    assert outcome.preemption.clear_nomination
 
 
-def test_a_pod_that_may_not_preempt_is_not_told_about_preemption() -> None:
+def test_a_pod_that_may_not_preempt_says_so_in_kubes_words() -> None:
     polite = big("polite", 1000, preemptionPolicy="Never")
     outcome = decide_evenly(polite, cache_with(TWO_NODES, full(TWO_NODES, 0)))
-    assert outcome.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert outcome.message == INSUFFICIENT + preemption_note(NEVER)
+    assert outcome.message.endswith("preemptionPolicy=Never..")
+    assert outcome.preemption.candidate is None
+    assert not outcome.preemption.clear_nomination  # kube keeps the nomination as it is
 
 
 def test_evictions_cannot_lift_node_affinity() -> None:
     pinned = big("pinned", 1000, nodeSelector={"kubernetes.io/hostname": "n1"})
     cache = cache_with(TWO_NODES, [*full(TWO_NODES[:1], 0), big("high-n2", 2000, "n2")])
     outcome = decide_evenly(pinned, cache)
-    assert outcome.message == (
+    filtered = (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
-        + NOTE.format(1)
     )
-    # Only n1 could be freed, and only of the pod with lower priority.
-    assert decide_evenly(big("pinned", 0, nodeSelector={"kubernetes.io/hostname": "n1"}), cache).message == (
-        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+    assert outcome.message == filtered
+    assert outcome.preemption.candidate is not None
+    assert outcome.preemption.candidate.node == "n1"
+    # At priority 0 nothing on n1 may go, and n2 fails for a reason no eviction lifts.
+    peer = decide_evenly(big("pinned", 0, nodeSelector={"kubernetes.io/hostname": "n1"}), cache)
+    assert peer.message == filtered + preemption_note(
+        "0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling."
+    )
+
+
+def test_a_node_still_too_small_without_its_victims_reports_the_filters_reason() -> None:
+    cache = cache_with(TWO_NODES, [big("low-n1", 0, "n1"), big("high-n2", 2000, "n2")])
+    outcome = decide_evenly(pod("huge", cpu="3", priority=1000), cache)
+    assert outcome.message == INSUFFICIENT + preemption_note(
+        "0/2 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming pod."
+    )
+
+
+def test_a_rejection_before_any_node_is_not_helped_by_preemption() -> None:
+    claimed = pod("app", priority=1000, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "x"}}])
+    outcome = decide_evenly(claimed, cache_with(TWO_NODES))
+    assert outcome.message == (
+        '0/2 nodes are available: persistentvolumeclaim "x" not found.' + not_helpful(2)
     )
 
 
@@ -60,9 +103,49 @@ def test_evicting_lower_priority_pods_that_repel_is_judged_node_by_node() -> Non
     blockers = [pod(f"web-{info.name}", labels=web, node_name=info.name, priority=5) for info in TWO_NODES]
     cache = cache_with(TWO_NODES, blockers)
     apart = pod("web-new", labels=web, priority=10, affinity=anti_affinity(required_term(web)))
-    reason = "2 node(s) didn't match pod anti-affinity rules."
-    assert decide_evenly(apart, cache).message == f"0/2 nodes are available: {reason}" + NOTE.format(2)
+    reason = "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    outcome = decide_evenly(apart, cache)
+    assert outcome.message == reason
+    assert outcome.preemption.candidate is not None
     # Both nodes are in one zone: evicting one node's pod leaves the other's there, so no node frees up
     # (and the pod taken away while judging n1 is back when n2 is judged).
     zone_apart = pod("web-new", labels=web, priority=10, affinity=anti_affinity(required_term(web, ZONE)))
-    assert decide_evenly(zone_apart, cache).message == f"0/2 nodes are available: {reason}"
+    assert decide_evenly(zone_apart, cache).message == reason + preemption_note(
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    )
+    assert cache.usage_of("n1").pods == cache.usage_of("n2").pods == 1
+
+
+def test_a_pod_whose_nominated_node_still_has_preempted_pods_terminating_waits() -> None:
+    terminating = preempted("low-n1", "n1")
+    cache = cache_with(TWO_NODES, [terminating, big("low-n2", 0, "n2")])
+    urgent = nominated(cache, big("urgent", 1000), "n1")
+    outcome = decide_evenly(urgent, cache)
+    assert outcome.message == INSUFFICIENT + preemption_note(TERMINATING)
+    assert outcome.preemption.candidate is None
+    # Once the victim is gone, the nominated node is tried first and taken.
+    cache.remove_pod(terminating.uid)
+    assert decide_evenly(urgent, cache).node == "n1"
+
+
+def test_pods_nominated_to_a_node_keep_pods_of_lower_or_equal_priority_off_its_room() -> None:
+    cache = cache_with([node("n1", cpu="2")])
+    nominated(cache, pod("holder", cpu="1500m", priority=100), "n1")
+    assert decide_evenly(pod("lower", cpu="1", priority=10), cache).message == (
+        "0/1 nodes are available: 1 Insufficient cpu." + no_victims(1)
+    )
+    assert decide_evenly(pod("equal", cpu="1", priority=100), cache).node is None
+    # A pod of higher priority does not yield to it; the nominated pod itself is not counted twice.
+    assert decide_evenly(pod("higher", cpu="1", priority=1000), cache).node == "n1"
+    assert decide_evenly(pod("holder", cpu="1500m", priority=100), cache).node == "n1"
+
+
+def test_the_nominated_node_is_taken_when_the_pod_fits_there_whatever_the_scores() -> None:
+    cache = cache_with([node("n1"), node("n2"), node("n3")])
+    urgent = nominated(cache, pod("urgent", priority=1000), "n3")
+    for _ in range(5):
+        assert decide_evenly(urgent, cache).node == "n3"
+
+
+def test_candidates_are_dry_run_up_to_kubes_number() -> None:
+    assert [candidates_to_find(n) for n in (1, 50, 100, 999, 1000, 5000)] == [1, 50, 100, 100, 100, 500]

@@ -28,6 +28,7 @@ from support.fake_apis import FakeSender
 from support.objects import node_object, pod_object
 from support.policies import policy_object, spec_document
 from support.polling import eventually_async
+from support.preemption import no_victims
 from support.snapshots import snapshot_of
 
 LOADS = {
@@ -155,7 +156,7 @@ async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender:
     assert patch["status"]["conditions"][0]["reason"] == "Unschedulable"
     [event] = sender.bodies("/namespaces/ns/events")
     assert event["reason"] == "FailedScheduling"
-    assert event["note"] == "0/3 nodes are available: 3 Insufficient cpu."
+    assert event["note"] == "0/3 nodes are available: 3 Insufficient cpu." + no_victims(3)
     # A node being added may make room: the pod is tried again.
     scheduler.on_node("ADDED", node_object("big"))
     assert scheduler.queue.entries["uid-huge"].where in (Where.ACTIVE, Where.BACKOFF)
@@ -482,7 +483,9 @@ async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_tra
     scheduler.on_pod("ADDED", {**huge, "status": {"conditions": [{**stored, "lastTransitionTime": "T0"}]}})
     await cycle(scheduler)
     [patch] = sender.bodies("/pods/huge/status")
-    assert patch["status"]["conditions"][0]["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+    assert patch["status"]["conditions"][0][
+        "message"
+    ] == "0/3 nodes are available: 3 Insufficient cpu." + no_victims(3)
     assert patch["status"]["conditions"][0]["lastTransitionTime"] == "T0"
 
 

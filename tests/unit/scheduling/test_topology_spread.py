@@ -11,6 +11,7 @@ from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import cache_with, decide_evenly
+from support.preemption import no_victims
 
 SKEWED = "node(s) didn't match pod topology spread constraints"
 WEB = {"app": "web"}
@@ -63,7 +64,7 @@ def test_fewer_domains_than_min_domains_count_the_minimum_as_zero() -> None:
     outcome = decide_evenly(
         web("web-2", topologySpreadConstraints=spread(minDomains=3)), cache_with(nodes, existing)
     )
-    assert outcome.message == f"0/2 nodes are available: 2 {SKEWED}."
+    assert outcome.message == f"0/2 nodes are available: 2 {SKEWED}." + no_victims(2)
 
 
 def test_node_affinity_policy_decides_whether_unselected_nodes_count() -> None:

@@ -11,6 +11,7 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
 from support.objects import ZONE, claim_object, node, pod, storage_class_object, volume_object
 from support.placement import cache_with, decide_evenly
+from support.preemption import not_helpful
 
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 ZONE_CONFLICT = "node(s) had no available volume zone"
@@ -78,7 +79,7 @@ def test_claims_that_cannot_be_used_reject_the_pod_with_kubes_words(
     cache = cache_with(NODES, claims=claims, volumes=[volume_object()], storage_classes=classes)
     outcome = decide_evenly(using(), cache)
     assert outcome.node is None
-    assert outcome.message == f"0/3 nodes are available: {message}."
+    assert outcome.message == f"0/3 nodes are available: {message}." + not_helpful(3)
     assert outcome.filtered == {message: 3}
 
 
@@ -88,7 +89,7 @@ def test_ephemeral_volumes_use_the_claim_made_for_their_pod() -> None:
     waiting = decide_evenly(scratch, cache_with(NODES))
     assert waiting.message == (
         "0/3 nodes are available: waiting for ephemeral volume controller to create the "
-        'persistentvolumeclaim "app-scratch".'
+        'persistentvolumeclaim "app-scratch".' + not_helpful(3)
     )
     owner = [{"controller": True, "uid": scratch.uid, "kind": "Pod", "name": "app", "apiVersion": "v1"}]
     stranger = claim_object("app-scratch", ownerReferences=[{**owner[0], "uid": "someone-else"}])
@@ -96,6 +97,7 @@ def test_ephemeral_volumes_use_the_claim_made_for_their_pod() -> None:
     assert (
         refused.message
         == "0/3 nodes are available: PVC ns/app-scratch was not created for pod ns/app (pod is not owner)."
+        + not_helpful(3)
     )
     owned = claim_object("app-scratch", ownerReferences=owner)
     assert (
