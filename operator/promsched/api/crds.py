@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from promsched.api import policies
 from promsched.api.builtins import BUILTIN_PLUGIN_NAMES, PLUGIN_FIELD_OWNERS
+from promsched.api.estimations import Estimation
 from promsched.api.fields import DURATION_PATTERN, PATTERN_HINTS
 from promsched.api.policies import NodeIdentitySource, NormalizationType
 from promsched.api.statuses import SchedulingPolicyStatus
@@ -136,6 +137,11 @@ _MODEL_RULES: dict[str, list[dict[str, str]]] = {
     policies.PrometheusSpec.__name__: [
         _duration_at_least(
             "timeout", "0s", True, "spec.prometheus.timeout must be longer than 0s; e.g. timeout: 5s"
+        ),
+    ],
+    Estimation.__name__: [
+        _duration_at_least(
+            "window", "0s", True, "spec.estimation.window must be longer than 0s; e.g. window: 5m"
         ),
     ],
     policies.PrometheusAuth.__name__: [

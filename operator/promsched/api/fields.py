@@ -70,6 +70,8 @@ URL_PATTERN = r"^https?://[^\s/?#]+([/?#]\S*)?$"
 # devicePattern is embedded in a PromQL string literal: no control characters.
 NO_CONTROL_CHARS_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+# A non-negative Kubernetes quantity with a decimal or binary suffix (no exponents), e.g. 250m or 200Mi.
+QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 
 DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
@@ -78,6 +80,7 @@ SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KE
 DeviceName = Annotated[str, Field(min_length=1, max_length=64, pattern=DEVICE_NAME_PATTERN)]
 NodeName = Annotated[str, Field(max_length=253)]
 ShortText = Annotated[str, Field(max_length=1024)]
+Quantity = Annotated[str, Field(min_length=1, max_length=64, pattern=QUANTITY_PATTERN)]
 
 # Patterns with the hint shown when a value does not match: used in pydantic's errors and as the
 # message of the CRD's CEL rule for that pattern, so kubectl and promsched say the same thing.
@@ -92,6 +95,7 @@ PATTERN_HINTS = {
     DEVICE_NAME_PATTERN: "must be a device name of letters, digits, '_', '.', ':' and '-', e.g. eth0",
     MOUNTPOINT_PATTERN: "must be an absolute path of letters, digits, '_', '.', '-' and '/', e.g. /var",
     NO_CONTROL_CHARS_PATTERN: "must not contain control characters such as newlines or tabs",
+    QUANTITY_PATTERN: "must be a Kubernetes quantity such as 250m, 1.5, 200Mi or 1G",
 }
 
 

@@ -23,6 +23,7 @@ from promsched.api.builtins import (
     DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN,
     PLUGIN_FIELD_OWNERS,
 )
+from promsched.api.estimations import Estimation
 from promsched.api.fields import (
     MOUNTPOINT_PATTERN,
     NO_CONTROL_CHARS_PATTERN,
@@ -349,6 +350,12 @@ class SchedulingPolicySpec(SpecModel):
         max_length=20,
         description="Scoring plugins, unique by name; at least one needs weight > 0.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    estimation: Estimation = Field(
+        Estimation(),
+        description="How much CPU and memory an incoming pod is expected to use, counted where the herd "
+        "adjustment and the cpu and memory thresholds count a pod: its siblings' observed usage, else "
+        "a rule over its requests.",
     )
     placement_preferences: PlacementPreferences = Field(
         PlacementPreferences(),

@@ -92,6 +92,17 @@ class FilteredCount(StatusModel):
     count: int = Field(ge=0, description="Number of nodes.")
 
 
+class UsageEstimate(StatusModel):
+    """What the pod was expected to use (spec.estimation), and how each amount was reached."""
+
+    milli_cpu: int = Field(ge=0, description="CPU in millicores.")
+    memory: int = Field(ge=0, description="Memory in bytes.")
+    cpu_basis: ShortText = Field(
+        description="How the CPU amount was reached, e.g. p90 of 5 running siblings (ReplicaSet/web-7d9)."
+    )
+    memory_basis: ShortText = Field(description="How the memory amount was reached, e.g. 1 x request 256Mi.")
+
+
 class Decision(StatusModel):
     """What promsched decided for one pod."""
 
@@ -106,6 +117,9 @@ class Decision(StatusModel):
     )
     filtered: list[FilteredCount] = Field(
         default_factory=list, max_length=32, description="Nodes filtered out, by reason."
+    )
+    estimate: UsageEstimate | None = Field(
+        None, description="What the pod was expected to use, counted against the cpu and memory thresholds."
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from promsched.api.estimations import Estimation
 from promsched.api.policies import OnMissingMetrics, PluginSpec, PrometheusSpec, SchedulingPolicySpec
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins import Plugin, build_plugin
@@ -29,6 +30,8 @@ class Plan:
     refresh_interval_seconds: float
     stale_after_seconds: float
     on_missing: OnMissingMetrics
+    # How pods' usage is estimated: whether (and over what window) each refresh queries it.
+    estimation: Estimation = field(default_factory=Estimation)
 
 
 def plan_from_policy(spec: SchedulingPolicySpec) -> Plan:
@@ -40,6 +43,7 @@ def plan_from_policy(spec: SchedulingPolicySpec) -> Plan:
         refresh_interval_seconds=spec.refresh_interval_seconds,
         stale_after_seconds=spec.stale_after_seconds,
         on_missing=spec.on_missing_metrics,
+        estimation=spec.estimation,
     )
 
 

@@ -1,4 +1,5 @@
-"""The refresh loop: one query per plugin per interval, all plugins concurrently, into a new snapshot.
+"""The refresh loop: one query per plugin per interval, all plugins concurrently, into a new snapshot;
+with spec.estimation.source Siblings, also one query per resource for what pods use.
 
 A plugin whose query fails keeps its previous samples (they age into staleness) and records the error;
 the other plugins are unaffected.
@@ -18,7 +19,8 @@ from promsched.metrics.identifying import NodeDirectory, assign_nodes
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient, PrometheusEndpoint
-from promsched.metrics.snapshots import PluginSnapshot, Snapshot
+from promsched.metrics.snapshots import PluginSnapshot, Snapshot, empty_usage
+from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage, refresh_usage
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +100,24 @@ async def take_snapshot(
         )
         for plugin in plan.plugins
     ]
-    plugin_snapshots = await asyncio.gather(*refreshes)
+    plugin_snapshots, pod_usage = await asyncio.gather(
+        asyncio.gather(*refreshes), _usage_refresh(plan, client, at, previous, observer)
+    )
     plugins = {plugin_snapshot.plugin.name: plugin_snapshot for plugin_snapshot in plugin_snapshots}
-    return Snapshot(plan=plan, taken_at=at, plugins=MappingProxyType(plugins))
+    return Snapshot(plan=plan, taken_at=at, plugins=MappingProxyType(plugins), usage=pod_usage)
+
+
+async def _usage_refresh(
+    plan: Plan, client: PrometheusClient, at: float, previous: Snapshot | None, observer: RefreshObserver
+) -> PodUsage:
+    """What pods use, when the plan's estimation reads it; the previous values where the query is the
+    same, so a failed query keeps them."""
+    start = empty_usage(plan)
+    if start is NO_POD_USAGE:
+        return start
+    if previous is not None and previous.usage.cpu.query == start.cpu.query:
+        start = previous.usage
+    return await refresh_usage(start, client, at, observer.query_finished)
 
 
 class Refresher:

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from promsched.api.policies import OnMissingMetrics
 from promsched.api.statuses import NodeScore, PluginScore
+from promsched.metrics.plugins import Plugin
 from promsched.metrics.snapshots import Snapshot
 
 NEUTRAL_SCORE = 50.0
@@ -129,6 +130,15 @@ def score_nodes(
 
 
 _NO_EXTRA: Mapping[str, float] = MappingProxyType({})
+
+
+def incoming_pod_reason(plugin: Plugin, node: str, value: float, percent: float) -> FilterReason | None:
+    """Why the node is filtered when an incoming pod's `percent` of it would take `plugin`'s `value`
+    past its threshold: the same key as the threshold's own reason, so the counts add up."""
+    if not plugin.crosses_threshold(value, percent):
+        return None
+    with_pod = plugin.describe(value + percent)
+    return FilterReason(plugin.threshold_reason, f"{node} {with_pod} with the pod's estimated {percent:.0f}%")
 
 
 def _score_node(snapshot: Snapshot, node: str, moment: float, extra: Mapping[str, float]) -> NodeResult:

@@ -11,6 +11,7 @@ from promsched.metrics.identifying import SeriesReport
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.samples import Sample, Series
+from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage
 
 _EMPTY: Mapping[str, Sample] = MappingProxyType({})
 
@@ -36,6 +37,12 @@ class PluginSnapshot:
         return cls(plugin=plugin, samples=_EMPTY, series=MappingProxyType({}), refreshed_at=None)
 
 
+def empty_usage(plan: Plan) -> PodUsage:
+    """What a plan knows of pods' usage before its first usage queries are answered."""
+    estimation = plan.estimation
+    return PodUsage.empty(estimation.window_seconds) if estimation.queries_usage else NO_POD_USAGE
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Every plugin of `plan` as of `taken_at` (unix seconds). Scored under its own plan (weights,
@@ -44,12 +51,13 @@ class Snapshot:
     plan: Plan
     taken_at: float
     plugins: Mapping[str, PluginSnapshot]
+    usage: PodUsage = NO_POD_USAGE  # what pods used, for usage estimates (none: the plan queries none)
 
     @classmethod
     def empty(cls, plan: Plan, taken_at: float) -> Snapshot:
         """The snapshot before the first refresh: every node is missing every metric."""
         plugins = {plugin.name: PluginSnapshot.empty(plugin) for plugin in plan.plugins}
-        return cls(plan=plan, taken_at=taken_at, plugins=MappingProxyType(plugins))
+        return cls(plan=plan, taken_at=taken_at, plugins=MappingProxyType(plugins), usage=empty_usage(plan))
 
     def values(self) -> dict[str, Mapping[str, Sample]]:
         """``{plugin: {node: Sample}}``."""

@@ -9,7 +9,8 @@ the rules they carry, for the inter-pod and spreading filters; with them the nam
 namespace selectors) and the claims, volumes and storage classes the volume filters read.
 
 Placements are also remembered with their time, for the herd effect: a pod placed recently adds the
-part of its requests the metrics do not show yet to its node's load (see `deciding.herd_adjustments`).
+part of its estimated usage the metrics do not show yet to its node's load (see
+`deciding.herd_adjustments` and `estimating`).
 A placement's time is when the scheduler assumed the pod, or when the pod started if it was bound by
 someone else (a pod found running at start-up has been in the metrics for long).
 """
@@ -24,10 +25,8 @@ from types import MappingProxyType
 
 from promsched.metrics.identifying import NodeDirectory
 from promsched.scheduling.csi_nodes import CSINodeInfo
-from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import Resources
 from promsched.scheduling.selectors import LabelSelector
 from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
@@ -43,7 +42,7 @@ PLACEMENT_MEMORY_SECONDS = 600.0
 class Placement:
     at: float
     uid: str
-    requests: Resources
+    pod: PodInfo  # its load is estimated from it (`estimating.Estimates`)
 
 
 @dataclass
@@ -78,10 +77,6 @@ class ClusterCache:
     claims: dict[tuple[str, str], ClaimInfo] = field(default_factory=dict)
     volumes: dict[str, VolumeInfo] = field(default_factory=dict)
     storage_classes: dict[str, StorageClassInfo] = field(default_factory=dict)
-    budgets: dict[tuple[str, str], DisruptionBudget] = field(default_factory=dict)
-    # node -> uid -> pending pod nominated to it (kube's nominator): their room is held for them.
-    nominated: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
-    nominations: dict[str, str] = field(default_factory=dict)  # uid -> node, for the above
     csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
     storage_capacities: dict[tuple[str, str], StorageCapacityInfo] = field(default_factory=dict)
     # Claims and volumes as the scheduler assumes them while it binds a pod's volumes (kube's assume
@@ -306,31 +301,6 @@ class ClusterCache:
     def remove_csi_node(self, name: str) -> None:
         self.csi_nodes.pop(name, None)
 
-    def upsert_budget(self, budget: DisruptionBudget) -> None:
-        self.budgets[(budget.namespace, budget.name)] = budget
-
-    def remove_budget(self, namespace: str, name: str) -> None:
-        self.budgets.pop((namespace, name), None)
-
-    def nominate(self, pod: PodInfo, node: str | None = None) -> None:
-        """Hold `node` (the pod's own nominatedNodeName by default) for a pending pod. As kube's
-        nominator, a pod seen without a nominated node keeps the one held in memory (its watch event may
-        predate the nomination); `node=""` clears it."""
-        if node is None:
-            node = pod.nominated_node_name or self.nominations.get(pod.uid, "")
-        self.unnominate(pod.uid)
-        if node:
-            self.nominations[pod.uid] = node
-            self.nominated.setdefault(node, {})[pod.uid] = pod
-
-    def unnominate(self, uid: str) -> None:
-        node = self.nominations.pop(uid, None)
-        if node is not None:
-            held = self.nominated[node]
-            del held[uid]
-            if not held:
-                del self.nominated[node]
-
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""
         return self._release(uid)
@@ -352,7 +322,6 @@ class ClusterCache:
         return True
 
     def assume(self, pod: PodInfo, node: str) -> None:
-        self.unnominate(pod.uid)  # placed: it no longer holds room elsewhere (kube's assume)
         self._count(node, pod)
         self.assumed.add(pod.uid)
         self._remember(node, pod)
@@ -370,7 +339,7 @@ class ClusterCache:
         while placements and placements[0].at < oldest:
             placements.popleft()
         if at >= oldest:
-            placement = Placement(at, pod.uid, pod.requests)
+            placement = Placement(at, pod.uid, pod)
             # Kept in time order; a pod that started earlier than the latest placement is rare.
             position = len(placements)
             while position and placements[position - 1].at > at:

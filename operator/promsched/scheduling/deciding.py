@@ -13,29 +13,30 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from promsched.api.builtins import BuiltinPlugin
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
 from promsched.metrics.planning import Plan
+from promsched.metrics.plugins import Plugin
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates, IncomingLoad, threshold_plugins
 from promsched.scheduling.filters import (
     DEFAULT_CLUSTER_FILTERS,
     DEFAULT_FILTERS,
     ClusterFilter,
     Filter,
+    run_checks,
+    run_filters,
     summarize_failures,
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nominations import filter_node, nominated_before
+from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.preempting import Preemption, nominated_node, preempt
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.preempting import nodes_freed_by_preemption, preemption_note
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
@@ -54,8 +55,6 @@ class Outcome:
     next_start: int = 0  # where the next pod's search over the nodes starts
     # The cluster events that may make the pod fit, when it fits nowhere: the rejecting filters' own.
     lifted_by: ClusterEvent = ClusterEvent.NONE
-    # When it fits nowhere: the node and victims to preempt, or whether its nomination is to be cleared.
-    preemption: Preemption = field(default_factory=Preemption)
 
 
 # kube-scheduler's percentageOfNodesToScore default: every node in small clusters; in large ones, stop
@@ -75,11 +74,6 @@ def feasible_nodes_to_find(total_nodes: int) -> int:
 # A pod's load reaches the metrics once it runs and the exporter is scraped again: kube-prometheus-stack
 # scrapes every 30 s.
 METRIC_LAG_SECONDS = 30.0
-# The plugins whose values pods' requests add to (percent of allocatable), with the resource they read.
-_HERD_RESOURCES: dict[str, Callable[[Resources], int]] = {
-    BuiltinPlugin.CPU.value: lambda resources: resources.milli_cpu,
-    BuiltinPlugin.MEMORY.value: lambda resources: resources.memory,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +102,7 @@ class HerdWindow:
 
 def _herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
     windows = []
-    for name in _HERD_RESOURCES:
+    for name in ESTIMATED_PLUGINS:
         plugin_snapshot = snapshot.plugins.get(name)
         if plugin_snapshot is None:
             continue
@@ -119,22 +113,24 @@ def _herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
 
 def herd_memory_seconds(plan: Plan) -> float:
     """How long placements matter to `plan`'s herd adjustment."""
-    windows = [plugin.window_seconds for plugin in plan.plugins if plugin.name in _HERD_RESOURCES]
+    windows = [plugin.window_seconds for plugin in plan.plugins if plugin.name in ESTIMATED_PLUGINS]
     return METRIC_LAG_SECONDS + max(windows, default=0.0)
 
 
-def _unseen_load(cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...]) -> dict[str, float]:
+def _unseen_load(
+    cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...], estimates: Estimates
+) -> dict[str, float]:
     info = cache.nodes.get(node)
     if info is None:
         return {}
     load = {}
     for window in windows:
-        amount = _HERD_RESOURCES[window.plugin]
-        allocatable = amount(info.allocatable)
+        allocatable_of, estimated = ESTIMATED_PLUGINS[window.plugin]
+        allocatable = allocatable_of(info.allocatable)
         if not allocatable:
             continue
         unseen = sum(
-            amount(placement.requests) * window.unseen(placement.at)
+            estimated(estimates.of(placement.pod)) * window.unseen(placement.at)
             for placement in cache.placements_after(node, window.horizon)
         )
         if unseen:
@@ -153,6 +149,21 @@ class DecisionMemo:
     herd_windows: tuple[HerdWindow, ...] | None = None
     # node -> (its placement version, the load to add per plugin)
     herd: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
+    estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
+    thresholds: tuple[tuple[int, Plugin], ...] | None = None  # the cpu and memory thresholds
+
+    def estimates_for(self, cache: ClusterCache) -> Estimates:
+        if self.estimates is None:
+            self.estimates = Estimates(self.snapshot, cache)
+        return self.estimates
+
+    def incoming_load(self, pod: PodInfo, cache: ClusterCache) -> IncomingLoad | None:
+        """The pod's estimate against the thresholds; None when none concerns it."""
+        if self.thresholds is None:
+            self.thresholds = threshold_plugins(self.snapshot)
+        if not self.thresholds:
+            return None
+        return IncomingLoad.of(cache, self.thresholds, self.estimates_for(cache).of(pod))
 
 
 def herd_adjustments(
@@ -180,7 +191,7 @@ def herd_adjustments(
         version = cache.placement_versions[node]
         entry = known.get(node)
         if entry is None or entry[0] != version:
-            entry = known[node] = (version, _unseen_load(cache, node, windows))
+            entry = known[node] = (version, _unseen_load(cache, node, windows, memo.estimates_for(cache)))
         if entry[1]:
             adjustments[node] = entry[1]
     return adjustments
@@ -221,27 +232,6 @@ def with_preferences(
     ]
 
 
-def _nominated_node_fit(
-    pod: PodInfo,
-    cache: ClusterCache,
-    memo: DecisionMemo,
-    filters: tuple[Filter, ...],
-    checks: list[NodeCheck],
-) -> NodeResult | None:
-    """The pod's nominated node, scored, when the pod fits there: kube tries it before all others
-    (evaluateNominatedNode), so a preemptor lands where its victims made room."""
-    name = nominated_node(pod, cache)
-    node = cache.nodes.get(name) if name else None
-    if node is None:
-        return None
-    nominated = nominated_before(pod, cache, name)
-    if filter_node(pod, node, cache.usage_of(name), filters, checks, nominated) is not None:
-        return None
-    extra_load = herd_adjustments(cache, memo, [name])
-    [result] = score_nodes(memo.snapshot, [name], extra_load=extra_load, memo=memo.scores)
-    return result if result.feasible else None
-
-
 def decide(
     pod: PodInfo,
     cache: ClusterCache,
@@ -267,20 +257,15 @@ def decide(
         everywhere = {checks.message: total_nodes} if total_nodes else {}
         message = summarize_rejection(total_nodes, checks)
         lifted_by = checks.lifted_by | ClusterEvent.NODE_ADDED
-        # A PreFilter's rejection holds on every node, and no eviction lifts it.
-        rejected = [(name, Status(checks.message, Code.UNRESOLVABLE, lifted_by)) for name in cache.nodes]
-        preemption = preempt(pod, cache, snapshot, rejected, (), (), rng=rng) if total_nodes else Preemption()
-        message += preemption.note()
-        return Outcome(None, (), everywhere, total_nodes, message, start, lifted_by, preemption)
+        return Outcome(None, (), everywhere, total_nodes, message, next_start=start, lifted_by=lifted_by)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
-    chosen_before = _nominated_node_fit(pod, cache, memo, filters, checks)
-    if chosen_before is not None:
-        return Outcome(chosen_before.node, (chosen_before,), {}, total_nodes, next_start=start)
     filtered: Counter[str] = Counter()
     failed: list[tuple[str, Status]] = []
     # A node added to the cluster may fit any pod: kube's plugins all register NodeAdd.
     lifted_by = ClusterEvent.NODE_ADDED
     ranked: list[NodeResult] = []
+    # The pod's own estimated load counts against the cpu and memory thresholds.
+    incoming = memo.incoming_load(pod, cache)
     names = list(cache.nodes)
     wanted = feasible_nodes_to_find(total_nodes)
     # Start where the previous pod's search stopped, so every node gets its turn (as kube does).
@@ -292,8 +277,10 @@ def decide(
         while position < total_nodes and len(feasible) < wanted - len(ranked):
             name = order[position]
             position += 1
-            nominated = nominated_before(pod, cache, name)
-            status = filter_node(pod, cache.nodes[name], cache.usage_of(name), filters, checks, nominated)
+            node = cache.nodes[name]
+            status = run_filters(pod, node, cache.usage_of(name), filters)
+            if status is None and checks:
+                status = run_checks(node, checks)
             if status is None:
                 feasible.append(name)
             else:
@@ -302,7 +289,8 @@ def decide(
                 lifted_by |= status.lifted_by
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
         extra_load = herd_adjustments(cache, memo, feasible)
-        for result in score_nodes(snapshot, feasible, extra_load=extra_load, memo=memo.scores):
+        results = score_nodes(snapshot, feasible, extra_load=extra_load, memo=memo.scores)
+        for result in incoming.filter(results) if incoming is not None else results:
             if result.feasible:
                 ranked.append(result)
             else:
@@ -311,11 +299,10 @@ def decide(
     next_start = (start + position) % total_nodes if total_nodes else 0
     if not ranked:
         message = summarize_failures(total_nodes, filtered)
-        preemption = Preemption()
-        if total_nodes:
-            preemption = preempt(pod, cache, snapshot, failed, filters, checks, scores=memo.scores, rng=rng)
-        message += preemption.note()
-        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
+        freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks, memo.scores)
+        if freed:
+            message += preemption_note(freed)
+        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total

@@ -20,6 +20,7 @@ from promsched.scheduling.node_selectors import (
     required_affinity,
 )
 from promsched.scheduling.nodes import FILTERING_EFFECTS
+from promsched.scheduling.pod_limits import controller_of, pod_limits
 from promsched.scheduling.resources import (
     ZERO_RESOURCES,
     FieldError,
@@ -40,9 +41,6 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 WILDCARD_HOST_IP: Final = "0.0.0.0"
 DEFAULT_PROTOCOL: Final = "TCP"
 PREEMPT_NEVER: Final = "Never"
-# The condition and reason kube-scheduler's preemption sets on its victims before deleting them.
-DISRUPTION_TARGET: Final = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 # Inline volumes that kube-scheduler's VolumeRestrictions plugin checks for conflicting mounts on a node;
 # promsched does not track those mounts, so it refuses pods that use them.
 CONFLICT_CHECKED_VOLUMES: Final = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
@@ -127,6 +125,8 @@ class PodInfo:
     started_at: float | None = None  # status.startTime as unix seconds: since when the pod may load its node
     scheduling_gated: bool = False  # whether spec.schedulingGates is non-empty
     requests: Resources = ZERO_RESOURCES
+    limits: Resources = ZERO_RESOURCES  # cpu and memory limits, 0 where unbounded (for usage estimates)
+    controller: str = ""  # "Kind/name" of the controlling owner: the pods it owns are siblings
     labels: Mapping[str, str] = field(default_factory=_empty_labels)
     node_selector: Mapping[str, str] = field(default_factory=_empty_labels)
     required_affinity: NodeSelector | None = None  # None: the pod has no required node affinity
@@ -139,8 +139,6 @@ class PodInfo:
     preemption_policy: str = ""  # "Never": the pod may not preempt others (kube's default preempts)
     unsupported: tuple[str, ...] = ()
     scheduled_condition: PodCondition | None = None  # status.conditions[type=PodScheduled]
-    nominated_node_name: str = ""  # status.nominatedNodeName: where preemption made room for it
-    disruption_target: str = ""  # the reason of a DisruptionTarget condition that is True
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -149,11 +147,6 @@ class PodInfo:
     @property
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
-
-    @property
-    def terminating_by_preemption(self) -> bool:
-        """Deleted by a scheduler's preemption and not gone yet (kube's podTerminatingByPreemption)."""
-        return self.deletion_timestamp and self.disruption_target == PREEMPTION_BY_SCHEDULER
 
     def tolerates(self, taint: Taint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
@@ -229,6 +222,8 @@ class PodInfo:
             started_at=_timestamp(status.get("startTime"), "status.startTime"),
             scheduling_gated=bool(spec.get("schedulingGates")),
             requests=pod_requests(spec, status),
+            limits=pod_limits(spec),
+            controller=controller_of(metadata),
             labels=MappingProxyType(labels),
             node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
             required_affinity=required_affinity(affinity),
@@ -244,8 +239,6 @@ class PodInfo:
             preemption_policy=spec.get("preemptionPolicy") or "",
             unsupported=_unsupported(spec),
             scheduled_condition=_scheduled_condition(status),
-            nominated_node_name=status.get("nominatedNodeName") or "",
-            disruption_target=_disruption_target(status),
         )
 
 
@@ -259,13 +252,6 @@ def _scheduled_condition(status: Mapping[str, Any]) -> PodCondition | None:
                 last_transition_time=condition.get("lastTransitionTime") or "",
             )
     return None
-
-
-def _disruption_target(status: Mapping[str, Any]) -> str:
-    for condition in list_field(status.get("conditions"), "status.conditions"):
-        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
-            return str(condition.get("reason") or "")
-    return ""
 
 
 def _timestamp(value: object, path: str) -> float | None:

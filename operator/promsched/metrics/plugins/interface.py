@@ -88,6 +88,11 @@ class Plugin(ABC):
         """`sample` as if the node carried `percent` more load; unchanged where that has no meaning."""
         return sample
 
+    def crosses_threshold(self, value: float, percent: float) -> bool:
+        """Whether `value` with `percent` more load is past the threshold (an incoming pod's share of
+        the node); False where a load percentage has no meaning."""
+        return False
+
 
 class LoadPlugin(Plugin):
     """A built-in whose value is a load percentage of the node (busy, used): score = 100 - load."""
@@ -113,6 +118,9 @@ class LoadPlugin(Plugin):
         if not sample.is_load_percent:
             return sample
         return self.load_sample(sample.value + percent, sample.sample_time)
+
+    def crosses_threshold(self, value: float, percent: float) -> bool:
+        return self.threshold is not None and clamp_percent(value + percent) > self.threshold
 
     @property
     def threshold_reason(self) -> str:
