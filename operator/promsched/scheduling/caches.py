@@ -25,6 +25,7 @@ from types import MappingProxyType
 
 from promsched.metrics.identifying import NodeDirectory
 from promsched.scheduling.csi_nodes import CSINodeInfo
+from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.selectors import LabelSelector
@@ -77,6 +78,10 @@ class ClusterCache:
     claims: dict[tuple[str, str], ClaimInfo] = field(default_factory=dict)
     volumes: dict[str, VolumeInfo] = field(default_factory=dict)
     storage_classes: dict[str, StorageClassInfo] = field(default_factory=dict)
+    budgets: dict[tuple[str, str], DisruptionBudget] = field(default_factory=dict)
+    # node -> uid -> pending pod nominated to it (kube's nominator): their room is held for them.
+    nominated: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
+    nominations: dict[str, str] = field(default_factory=dict)  # uid -> node, for the above
     csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
     storage_capacities: dict[tuple[str, str], StorageCapacityInfo] = field(default_factory=dict)
     # Claims and volumes as the scheduler assumes them while it binds a pod's volumes (kube's assume
@@ -301,6 +306,31 @@ class ClusterCache:
     def remove_csi_node(self, name: str) -> None:
         self.csi_nodes.pop(name, None)
 
+    def upsert_budget(self, budget: DisruptionBudget) -> None:
+        self.budgets[(budget.namespace, budget.name)] = budget
+
+    def remove_budget(self, namespace: str, name: str) -> None:
+        self.budgets.pop((namespace, name), None)
+
+    def nominate(self, pod: PodInfo, node: str | None = None) -> None:
+        """Hold `node` (the pod's own nominatedNodeName by default) for a pending pod. As kube's
+        nominator, a pod seen without a nominated node keeps the one held in memory (its watch event may
+        predate the nomination); `node=""` clears it."""
+        if node is None:
+            node = pod.nominated_node_name or self.nominations.get(pod.uid, "")
+        self.unnominate(pod.uid)
+        if node:
+            self.nominations[pod.uid] = node
+            self.nominated.setdefault(node, {})[pod.uid] = pod
+
+    def unnominate(self, uid: str) -> None:
+        node = self.nominations.pop(uid, None)
+        if node is not None:
+            held = self.nominated[node]
+            del held[uid]
+            if not held:
+                del self.nominated[node]
+
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""
         return self._release(uid)
@@ -322,6 +352,7 @@ class ClusterCache:
         return True
 
     def assume(self, pod: PodInfo, node: str) -> None:
+        self.unnominate(pod.uid)  # placed: it no longer holds room elsewhere (kube's assume)
         self._count(node, pod)
         self.assumed.add(pod.uid)
         self._remember(node, pod)

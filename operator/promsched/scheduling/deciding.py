@@ -28,15 +28,14 @@ from promsched.scheduling.filters import (
     DEFAULT_FILTERS,
     ClusterFilter,
     Filter,
-    run_checks,
-    run_filters,
     summarize_failures,
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.filters.statuses import ClusterEvent, Status
+from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
+from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.preempting import nodes_freed_by_preemption, preemption_note
+from promsched.scheduling.preempting import Preemption, nominated_node, preempt
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
@@ -55,6 +54,8 @@ class Outcome:
     next_start: int = 0  # where the next pod's search over the nodes starts
     # The cluster events that may make the pod fit, when it fits nowhere: the rejecting filters' own.
     lifted_by: ClusterEvent = ClusterEvent.NONE
+    # When it fits nowhere: the node and victims to preempt, or whether its nomination is to be cleared.
+    preemption: Preemption = field(default_factory=Preemption)
 
 
 # kube-scheduler's percentageOfNodesToScore default: every node in small clusters; in large ones, stop
@@ -232,6 +233,27 @@ def with_preferences(
     ]
 
 
+def _nominated_node_fit(
+    pod: PodInfo,
+    cache: ClusterCache,
+    memo: DecisionMemo,
+    filters: tuple[Filter, ...],
+    checks: list[NodeCheck],
+) -> NodeResult | None:
+    """The pod's nominated node, scored, when the pod fits there: kube tries it before all others
+    (evaluateNominatedNode), so a preemptor lands where its victims made room."""
+    name = nominated_node(pod, cache)
+    node = cache.nodes.get(name) if name else None
+    if node is None:
+        return None
+    nominated = nominated_before(pod, cache, name)
+    if filter_node(pod, node, cache.usage_of(name), filters, checks, nominated) is not None:
+        return None
+    extra_load = herd_adjustments(cache, memo, [name])
+    [result] = score_nodes(memo.snapshot, [name], extra_load=extra_load, memo=memo.scores)
+    return result if result.feasible else None
+
+
 def decide(
     pod: PodInfo,
     cache: ClusterCache,
@@ -257,8 +279,15 @@ def decide(
         everywhere = {checks.message: total_nodes} if total_nodes else {}
         message = summarize_rejection(total_nodes, checks)
         lifted_by = checks.lifted_by | ClusterEvent.NODE_ADDED
-        return Outcome(None, (), everywhere, total_nodes, message, next_start=start, lifted_by=lifted_by)
+        # A PreFilter's rejection holds on every node, and no eviction lifts it.
+        rejected = [(name, Status(checks.message, Code.UNRESOLVABLE, lifted_by)) for name in cache.nodes]
+        preemption = preempt(pod, cache, snapshot, rejected, (), (), rng=rng) if total_nodes else Preemption()
+        message += preemption.note()
+        return Outcome(None, (), everywhere, total_nodes, message, start, lifted_by, preemption)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
+    chosen_before = _nominated_node_fit(pod, cache, memo, filters, checks)
+    if chosen_before is not None:
+        return Outcome(chosen_before.node, (chosen_before,), {}, total_nodes, next_start=start)
     filtered: Counter[str] = Counter()
     failed: list[tuple[str, Status]] = []
     # A node added to the cluster may fit any pod: kube's plugins all register NodeAdd.
@@ -277,10 +306,8 @@ def decide(
         while position < total_nodes and len(feasible) < wanted - len(ranked):
             name = order[position]
             position += 1
-            node = cache.nodes[name]
-            status = run_filters(pod, node, cache.usage_of(name), filters)
-            if status is None and checks:
-                status = run_checks(node, checks)
+            nominated = nominated_before(pod, cache, name)
+            status = filter_node(pod, cache.nodes[name], cache.usage_of(name), filters, checks, nominated)
             if status is None:
                 feasible.append(name)
             else:
@@ -299,10 +326,11 @@ def decide(
     next_start = (start + position) % total_nodes if total_nodes else 0
     if not ranked:
         message = summarize_failures(total_nodes, filtered)
-        freed = nodes_freed_by_preemption(pod, cache, snapshot, failed, filters, checks, memo.scores)
-        if freed:
-            message += preemption_note(freed)
-        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by)
+        preemption = Preemption()
+        if total_nodes:
+            preemption = preempt(pod, cache, snapshot, failed, filters, checks, scores=memo.scores, rng=rng)
+        message += preemption.note()
+        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=lambda r: r.total, reverse=True)
     best = ranked[0].total

@@ -41,6 +41,9 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 WILDCARD_HOST_IP: Final = "0.0.0.0"
 DEFAULT_PROTOCOL: Final = "TCP"
 PREEMPT_NEVER: Final = "Never"
+# The condition and reason kube-scheduler's preemption sets on its victims before deleting them.
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 # Inline volumes that kube-scheduler's VolumeRestrictions plugin checks for conflicting mounts on a node;
 # promsched does not track those mounts, so it refuses pods that use them.
 CONFLICT_CHECKED_VOLUMES: Final = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
@@ -139,6 +142,8 @@ class PodInfo:
     preemption_policy: str = ""  # "Never": the pod may not preempt others (kube's default preempts)
     unsupported: tuple[str, ...] = ()
     scheduled_condition: PodCondition | None = None  # status.conditions[type=PodScheduled]
+    nominated_node_name: str = ""  # status.nominatedNodeName: where preemption made room for it
+    disruption_target: str = ""  # the reason of a DisruptionTarget condition that is True
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +152,11 @@ class PodInfo:
     @property
     def is_terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def terminating_by_preemption(self) -> bool:
+        """Deleted by a scheduler's preemption and not gone yet (kube's podTerminatingByPreemption)."""
+        return self.deletion_timestamp and self.disruption_target == PREEMPTION_BY_SCHEDULER
 
     def tolerates(self, taint: Taint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
@@ -239,6 +249,8 @@ class PodInfo:
             preemption_policy=spec.get("preemptionPolicy") or "",
             unsupported=_unsupported(spec),
             scheduled_condition=_scheduled_condition(status),
+            nominated_node_name=status.get("nominatedNodeName") or "",
+            disruption_target=_disruption_target(status),
         )
 
 
@@ -252,6 +264,13 @@ def _scheduled_condition(status: Mapping[str, Any]) -> PodCondition | None:
                 last_transition_time=condition.get("lastTransitionTime") or "",
             )
     return None
+
+
+def _disruption_target(status: Mapping[str, Any]) -> str:
+    for condition in list_field(status.get("conditions"), "status.conditions"):
+        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
+            return str(condition.get("reason") or "")
+    return ""
 
 
 def _timestamp(value: object, path: str) -> float | None:
