@@ -8,6 +8,8 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import NEVER, TERMINATING, candidates_to_find
+from promsched.scheduling.schedulers import Scheduler
+from support.fake_apis import FakeSender
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import anti_affinity, cache_with, decide_evenly, required_term
 from support.preemption import no_victims, not_helpful, preemption_note
@@ -149,3 +151,23 @@ def test_the_nominated_node_is_taken_when_the_pod_fits_there_whatever_the_scores
 
 def test_candidates_are_dry_run_up_to_kubes_number() -> None:
     assert [candidates_to_find(n) for n in (1, 50, 100, 999, 1000, 5000)] == [1, 50, 100, 100, 100, 500]
+
+
+def test_disruption_budgets_are_watched_into_the_cache() -> None:
+    scheduler = Scheduler(FakeSender())
+    pdb = {
+        "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "3"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1, "disruptedPods": {"web-0": "2026-01-01T00:00:00Z"}},
+    }
+    scheduler.on_disruption_budget("ADDED", pdb)
+    [budget] = scheduler.cache.budgets.values()
+    assert (budget.name, budget.disruptions_allowed, budget.disrupted_pods) == (
+        "web",
+        1,
+        frozenset({"web-0"}),
+    )
+    scheduler.on_disruption_budget(
+        "DELETED", {**pdb, "metadata": {**pdb["metadata"], "resourceVersion": "4"}}
+    )
+    assert scheduler.cache.budgets == {}

@@ -1,0 +1,172 @@
+"""Acting on a preemption, as kube-scheduler's executor does: nominate, mark and evict the victims, tell
+them who preempted them; a PodDisruptionBudget's refusal is reported and the preemptor retried."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+import pytest
+
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.evicting import Evictor
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.preemption_candidates import Candidate
+from promsched.scheduling.queues import SchedulingQueue, Where
+from support.fake_apis import FakeSender
+from support.objects import node, pod, pod_object
+from support.placement import cache_with
+
+CONDITION = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "PreemptionByScheduler",
+    "message": "promsched: preempting to accommodate a higher priority pod",
+}
+
+
+class Setup:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.sender = FakeSender()
+        self.cache = cache
+        self.queue = SchedulingQueue()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.preempted: list[tuple[str, str, str, str]] = []
+        self.evictor = Evictor(
+            self.sender,
+            cache,
+            self.queue,
+            spawn=self._spawn,
+            report_preempted=lambda victim, by, node, scheduler: self.preempted.append(
+                (victim.name, by.name, node, scheduler)
+            ),
+        )
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self.tasks.append(task)
+        return task
+
+    async def settle(self) -> None:
+        await asyncio.gather(*self.tasks)
+
+    def sent(self) -> list[tuple[str, str, Any]]:
+        return [(r.method, r.path, r.body) for r in self.sender.sent]
+
+
+def victim(name: str, **options: Any) -> PodInfo:
+    return pod(name, node_name="n1", **options)
+
+
+@pytest.fixture
+def setup() -> Setup:
+    return Setup(cache_with([node("n1")], [victim("v1"), victim("v2")]))
+
+
+def plan(*victims: PodInfo) -> Candidate:
+    return Candidate("n1", victims, 0)
+
+
+def status_path(name: str) -> str:
+    return f"/api/v1/namespaces/ns/pods/{name}/status"
+
+
+def without_time(body: Any) -> Any:
+    conditions = body["status"].get("conditions") if isinstance(body, dict) and "status" in body else None
+    if conditions:
+        return {
+            "status": {
+                "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions]
+            }
+        }
+    return body
+
+
+async def test_the_preemptor_is_nominated_and_each_victim_marked_then_evicted(setup: Setup) -> None:
+    urgent = pod("urgent", priority=1000)
+    setup.evictor.preempt(urgent, plan(*setup.cache.node_pods["n1"].values()), "promsched")
+    # The node is held at once, before any request is answered.
+    assert setup.cache.nominations == {"uid-urgent": "n1"}
+    await setup.settle()
+    sent = [(method, path, without_time(body)) for method, path, body in setup.sent()]
+    assert sent[0] == ("PATCH", status_path("urgent"), {"status": {"nominatedNodeName": "n1"}})
+    for name in ("v1", "v2"):
+        mark = ("PATCH", status_path(name), {"status": {"conditions": [CONDITION]}})
+        eviction = (
+            "POST",
+            f"/api/v1/namespaces/ns/pods/{name}/eviction",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": "ns"},
+                "deleteOptions": {"preconditions": {"uid": f"uid-{name}"}},
+            },
+        )
+        assert sent.index(mark) < sent.index(eviction)
+    assert sorted(setup.preempted) == [
+        ("v1", "urgent", "n1", "promsched"),
+        ("v2", "urgent", "n1", "promsched"),
+    ]
+
+
+async def test_a_victim_already_terminating_or_marked_gets_no_second_request(setup: Setup) -> None:
+    marked = pod_object("marked", node_name="n1")
+    marked["status"]["conditions"] = [CONDITION]
+    terminating = victim("leaving", deleting=True)
+    setup.evictor.preempt(
+        pod("urgent", priority=1000), plan(PodInfo.from_object(marked), terminating), "promsched"
+    )
+    await setup.settle()
+    paths = [path for _, path, _ in setup.sent()]
+    assert status_path("marked") not in paths
+    assert "/api/v1/namespaces/ns/pods/marked/eviction" in paths
+    assert not any("leaving" in path for path in paths)
+
+
+async def test_a_refusal_by_a_disruption_budget_is_reported_and_the_preemptor_retried(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    urgent = pod("urgent", priority=1000)
+    setup.queue.add_or_update(urgent)
+    setup.queue.pop_nowait()
+    setup.queue.unschedulable(urgent.uid)
+    setup.sender.fail["/v2/eviction"] = 429
+    setup.evictor.preempt(urgent, plan(*setup.cache.node_pods["n1"].values()), "promsched")
+    await setup.settle()
+    assert "the eviction of ns/v2 was refused (a PodDisruptionBudget allows no disruption now)" in caplog.text
+    assert setup.queue.entries[urgent.uid].where is Where.BACKOFF
+    assert [victim for victim, *_ in setup.preempted] == ["v1"]
+
+
+async def test_a_victim_already_gone_is_no_failure(setup: Setup) -> None:
+    urgent = pod("urgent", priority=1000)
+    setup.queue.add_or_update(urgent)
+    setup.queue.pop_nowait()
+    setup.queue.unschedulable(urgent.uid)
+    setup.sender.fail["/v1/status"] = 404
+    setup.sender.fail["/v2/eviction"] = 404
+    setup.evictor.preempt(urgent, plan(*setup.cache.node_pods["n1"].values()), "promsched")
+    await setup.settle()
+    assert "/api/v1/namespaces/ns/pods/v1/eviction" not in [path for _, path, _ in setup.sent()]
+    assert setup.queue.entries[urgent.uid].where is Where.UNSCHEDULABLE
+
+
+async def test_lower_priority_pods_nominated_to_the_node_lose_their_nomination(setup: Setup) -> None:
+    lower = PodInfo.from_object({**pod_object("lower", priority=10), "status": {"nominatedNodeName": "n1"}})
+    higher = pod("higher", priority=5000)
+    setup.cache.nominate(lower)
+    setup.cache.nominate(higher, "n1")
+    setup.evictor.preempt(pod("urgent", priority=1000), plan(), "promsched")
+    assert setup.cache.nominations == {"uid-higher": "n1", "uid-urgent": "n1"}
+    await setup.settle()
+    assert ("PATCH", status_path("lower"), {"status": {"nominatedNodeName": None}}) in setup.sent()
+
+
+async def test_a_nomination_no_longer_worth_holding_is_cleared(setup: Setup) -> None:
+    waiting = PodInfo.from_object({**pod_object("waiting"), "status": {"nominatedNodeName": "n1"}})
+    setup.cache.nominate(waiting)
+    setup.evictor.clear_nomination(waiting)
+    await setup.settle()
+    assert setup.cache.nominations == {}
+    assert setup.sent() == [("PATCH", status_path("waiting"), {"status": {"nominatedNodeName": None}})]
