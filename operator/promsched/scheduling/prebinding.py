@@ -244,15 +244,24 @@ class VolumeBinder:
             # A claimRef a user had set before (without the claim's uid) stays theirs.
             if write.binding.volume.claim_ref is not None or not write.wrote_ref:
                 continue
+            volume = self.cache.volumes.get(name)
             if current is not None and current.volume_name == name:
+                continue  # bound: the controller completed what was written
+            if volume is None:
                 continue
+            caught_up = 0 < write.version <= volume.resource_version
+            if caught_up and (volume.claim_ref is None or volume.claim_ref.uid != claim.uid):
+                continue  # changed by someone else since
             annotation = BOUND_BY_CONTROLLER_ANNOTATION if write.wrote_annotation else None
             await self._send_quietly(volume_requests.unbind_volume(name, claim.uid, annotation))
         for claim_write in writes.claims:
             claim = claim_write.claim
             current = self.cache.claims.get((claim.namespace, claim.name))
-            if not claim_write.wrote or (current is not None and current.volume_name):
+            if not claim_write.wrote or current is None or current.volume_name:
                 continue
+            caught_up = 0 < claim_write.version <= current.resource_version
+            if caught_up and current.selected_node != node:
+                continue  # the provisioner took it back already
             await self._send_quietly(
                 volume_requests.unselect_node(claim.namespace, claim.name, SELECTED_NODE_ANNOTATION, node)
             )

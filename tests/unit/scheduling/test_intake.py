@@ -30,6 +30,7 @@ from support.objects import (
     volume_object,
 )
 from support.polling import eventually_async
+from support.volume_objects import csi_driver, storage_capacity
 
 RESYNC = 300.0
 GRACE = 5.0
@@ -244,6 +245,26 @@ KINDS = [
         "on_csi_node",
         lambda name, version, mark: versioned(csi_node_object(name, **{mark: 1}), version),
         lambda cache, name: next(iter(cache.csi_nodes[name].limits)) if name in cache.csi_nodes else None,
+    ),
+    KindCase(
+        "csidrivers",
+        "on_csi_driver",
+        lambda name, version, mark: versioned(csi_driver(name, storage_capacity=mark == "new"), version),
+        lambda cache, name: (
+            ("new" if cache.csi_drivers[name].storage_capacity else "old")
+            if name in cache.csi_drivers
+            else None
+        ),
+    ),
+    KindCase(
+        "csistoragecapacities",
+        "on_storage_capacity",
+        lambda name, version, mark: versioned(storage_capacity(name, ZONE, mark, capacity="1Gi"), version),
+        lambda cache, name: (
+            next(iter(cache.storage_capacities[("kube-system", name)].node_topology.requirements[0].values))
+            if ("kube-system", name) in cache.storage_capacities
+            else None
+        ),
     ),
 ]
 BY_RESOURCE = pytest.mark.parametrize("case", KINDS, ids=[case.resource for case in KINDS])
