@@ -51,7 +51,7 @@ lock: $(VENV)/.lock-installed
 		| $(LOCK) - -o requirements/build.txt
 
 install-sandbox: venv
-	promsched sandbox install
+	promsched sandbox install --with trimaran
 
 test-unit: venv
 	pytest tests/unit -q
@@ -98,3 +98,13 @@ QUIET_ARGS ?=
 .PHONY: bench-quiet
 bench-quiet: install-sandbox $(VENV)/.bench-installed
 	python -m bench.quiet --pods 2000 --park-minutes $(QUIET_PARK_MINUTES) --out bench/results $(QUIET_ARGS)
+
+# Placement quality (issue 15): one seeded trace of services and batch jobs whose pods use what they use,
+# replayed on one 100-node sandbox against promsched (estimation on, then off), kube-scheduler and Trimaran
+# (TargetLoadPacking, LoadVariationRiskBalancing); writes bench/results/quality.{md,json} and quality-*.png.
+# About 5 x (QUALITY_MINUTES + 2) + 3 minutes of wall time on 2 cores.
+QUALITY_MINUTES ?= 10
+QUALITY_ARGS ?=
+.PHONY: bench-quality
+bench-quality: install-sandbox $(VENV)/.bench-installed
+	python -m bench.quality --nodes 100 --minutes $(QUALITY_MINUTES) --out bench/results $(QUALITY_ARGS)
