@@ -66,6 +66,7 @@ from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.components import SANDBOX_RELEASE
 from promsched.sandbox.demoing import install_crd, wait_for_metrics
 from promsched.sandbox.exporting import JOB
+from promsched.sandbox.peers import Trimaran, TrimaranPlugin, TrimaranSettings, start_trimaran
 from promsched.sandbox.supervising import Supervisor
 
 POLICY_NAME = "quality"
@@ -74,19 +75,31 @@ SCHEDULERS = (
     Variant("promsched", "promsched, estimation on", "promsched", 50, 100),
     Variant("promsched-noest", "promsched, estimation off", "promsched", 50, 100),
     Variant("ks-default", "kube-scheduler, default profile", "kube-scheduler", 50, 100),
+    Variant("trimaran-tlp", "Trimaran TargetLoadPacking", "trimaran", 50, 100),
+    Variant("trimaran-lvrb", "Trimaran LoadVariationRiskBalancing", "trimaran", 50, 100),
 )
+# promsched's spec.estimation per variant: on, its siblings' observed usage (90th percentile over 5
+# minutes); off, the requests (the default).
+ESTIMATION = {"promsched": {"source": "Siblings"}, "promsched-noest": {"source": "Requests"}}
+TRIMARAN: dict[str, TrimaranPlugin] = {
+    "trimaran-tlp": "TargetLoadPacking",
+    "trimaran-lvrb": "LoadVariationRiskBalancing",
+}
 # Background loads: bench.benchmark's right-skewed profiles, CPU and memory scaled down so that the
 # trace's usage on top of them leaves a mean node below the hot thresholds (a scheduler can then avoid
 # hot nodes, and whether it does is the measure).
 BACKGROUND_SCALE = {"cpu": 0.6, "memory": 0.7}
-CPU_QUERY = (
-    f'100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{{job="{JOB}",mode="idle"}}[{{window}}])))'
-)
 MEMORY_QUERY = (
     f'100 * (1 - node_memory_MemAvailable_bytes{{job="{JOB}"}} / node_memory_MemTotal_bytes{{job="{JOB}"}})'
 )
 QUERY_HANDLERS = ("/api/v1/query", "/api/v1/query_range")
 BACK_AT_BACKGROUND = 1.0  # percentage points: a node is cleared when this close to its background
+
+
+def cpu_query(window: str) -> str:
+    """Node CPU busy percent: a rate of the idle counter over `window`."""
+    idle = f'node_cpu_seconds_total{{job="{JOB}",mode="idle"}}'
+    return f"100 * (1 - avg by (instance) (rate({idle}[{window}])))"
 
 
 @dataclass(frozen=True)
@@ -111,8 +124,10 @@ def background_profiles(names: list[str], seed: int) -> dict[str, dict[str, floa
 
 
 def quality_policy(prometheus_url: str, refresh: str, variant: Variant) -> dict[str, Any]:
-    """`make bench`'s policy (bench.benchmark.policy_spec) for this variant's schedulerName."""
-    return {**policy_spec(prometheus_url, refresh), "schedulerName": variant.scheduler_name}
+    """`make bench`'s policy (bench.benchmark.policy_spec) for this variant's schedulerName, with its
+    estimation."""
+    spec = policy_spec(prometheus_url, refresh)
+    return {**spec, "schedulerName": variant.scheduler_name, "estimation": ESTIMATION[variant.key]}
 
 
 # ----- the trace's objects ------------------------------------------------------------------------------
@@ -262,7 +277,7 @@ def node_grids(url: str, start: float, end: float, step: float) -> dict[str, dic
     (10 s), close to what the node used at each step."""
     steps = int((end - start) // step) + 1
     grids = {}
-    for key, query in (("cpu", CPU_QUERY.format(window="10s")), ("memory", MEMORY_QUERY)):
+    for key, query in (("cpu", cpu_query("10s")), ("memory", MEMORY_QUERY)):
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         grids[key] = grid_of(_prometheus(url, "/api/v1/query_range", params), start, step, steps)
     return grids
@@ -275,7 +290,7 @@ def wait_background(url: str, profiles: dict[str, dict[str, float]], timeout: fl
     off: dict[str, float] = {}
     while time.monotonic() - started < timeout:
         off = {}
-        for key, query in (("cpu", CPU_QUERY.format(window="1m")), ("memory", MEMORY_QUERY)):
+        for key, query in (("cpu", cpu_query("1m")), ("memory", MEMORY_QUERY)):
             for series in _prometheus(url, "/api/v1/query", {"query": query}):
                 node = node_of(series["metric"]["instance"])
                 distance = abs(float(series["value"][1]) - profiles[node][key])
@@ -291,7 +306,14 @@ def wait_background(url: str, profiles: dict[str, dict[str, float]], timeout: fl
 # ----- one scheduler ------------------------------------------------------------------------------------
 
 
-def _start(sandbox: Sandbox, variant: Variant, settings: Settings, report: Report) -> None:
+def _start(sandbox: Sandbox, variant: Variant, settings: Settings, report: Report) -> dict[str, Any]:
+    """Start the variant's scheduler; returns what to record about it (for Trimaran, its handle)."""
+    if variant.kind == "trimaran":
+        trimaran_settings = TrimaranSettings(qps=variant.qps, burst=variant.burst)
+        trimaran = start_trimaran(
+            sandbox, TRIMARAN[variant.key], variant.scheduler_name, trimaran_settings, report
+        )
+        return {"trimaran": trimaran}
     if variant.kind == "promsched":
         policy = {
             "apiVersion": "promsched.io/v1alpha1",
@@ -304,6 +326,20 @@ def _start(sandbox: Sandbox, variant: Variant, settings: Settings, report: Repor
         wait_for_metrics(sandbox, POLICY_NAME)
     else:
         start_variant(sandbox, variant, report)
+    return {}
+
+
+def _trimaran_health(trimaran: Trimaran | None) -> dict[str, Any]:
+    """Whether Trimaran read the nodes' metrics: its log's metric failures and the nodes it scored from
+    metrics (a run without them would measure its fallback, not its plugin)."""
+    if trimaran is None:
+        return {}
+    failures = trimaran.metrics_failures()
+    return {
+        "trimaran_metrics_failures": len(failures),
+        "trimaran_first_failures": failures[:3],
+        "trimaran_nodes_scored_from_metrics": len(trimaran.nodes_scored_from_metrics()),
+    }
 
 
 def run_one(
@@ -318,13 +354,15 @@ def run_one(
     namespace = f"quality-{variant.key}"
     wall = time.monotonic()
     asyncio.run(create_namespace(credentials, namespace))
+    started: dict[str, Any] = {}
     try:
-        _start(sandbox, variant, settings, report)
+        started = _start(sandbox, variant, settings, report)
         report(f"  {variant.label}: replaying {len(trace.events)} events over {trace.duration_s:.0f} s")
         queries_before = prometheus_queries(sandbox.prometheus_url, QUERY_HANDLERS)
         replayed = asyncio.run(replay(credentials, namespace, trace, variant.scheduler_name))
         queries = prometheus_queries(sandbox.prometheus_url, QUERY_HANDLERS) - queries_before
     finally:
+        health = _trimaran_health(started.get("trimaran"))
         Supervisor(sandbox.directory).stop(variant.process)
         if variant.kind == "promsched":
             sandbox.kubectl("delete", "schedulingpolicy", POLICY_NAME, "--ignore-not-found")
@@ -343,6 +381,7 @@ def run_one(
         "prometheus_queries": queries,
         "queries_per_pod": queries / bound if bound else math.nan,
         "errors": replayed["errors"],
+        **health,
         "pods_per_node": _pods_per_node(lives.node, lives.gone),
         "cpu_grid": {node: [round(v, 1) for v in row] for node, row in grids["cpu"].items()},
         "memory_grid": {node: [round(v, 1) for v in row] for node, row in grids["memory"].items()},

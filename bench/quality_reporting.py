@@ -197,7 +197,9 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     background = results["background"]
     # Nodes sorted by their background CPU, coolest at the bottom, so the skew shows as a gradient.
     nodes = sorted(background, key=lambda node: background[node]["cpu"])
-    figure, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 5), sharey=True, squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(runs), figsize=(3.6 * len(runs) + 1.5, 5), sharey=True, squeeze=False, layout="constrained"
+    )
     image = None
     for axis, run in zip(axes[0], runs, strict=True):
         grid = run["cpu_grid"]
@@ -225,7 +227,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     for run in runs:
         grid = {node: [math.nan if v is None else v for v in row] for node, row in run["cpu_grid"].items()}
         counts = hot_nodes(grid, CPU_HOT)
-        axis.plot([k * step / 60 for k in range(len(counts))], counts, label=run["label"])
+        axis.step([k * step / 60 for k in range(len(counts))], counts, where="post", label=run["label"])
     axis.set_xlabel("minutes")
     axis.set_ylabel(f"nodes above {CPU_HOT:g}% CPU")
     axis.legend(fontsize=8)
