@@ -197,6 +197,7 @@ def _run(args: argparse.Namespace) -> int:
             resync_interval=args.resync_interval,
             max_unschedulable_seconds=args.pod_max_in_unschedulable_pods_duration,
             bind_timeout=float(args.bind_timeout_seconds),
+            rebalance_evictions=args.rebalance_evictions,
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
         )
@@ -290,6 +291,13 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="SECONDS",
         help="how long a pod's WaitForFirstConsumer claims may take to be bound or provisioned on the chosen "
         "node before the pod is tried again (kube-scheduler's VolumeBinding bindTimeoutSeconds; default 600)",
+    )
+    run.add_argument(
+        "--rebalance-evictions",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the kill switch of every policy's spec.rebalance: with --no-rebalance-evictions, Enforce "
+        "runs as DryRun (reports what it would move, evicts nothing)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

@@ -739,6 +739,7 @@ ALLOWED = [
     ("watch", "persistentvolumes", "cluster"),
     ("watch", "storageclasses.storage.k8s.io", "cluster"),
     ("watch", "csinodes.storage.k8s.io", "cluster"),
+    ("watch", "volumeattachments.storage.k8s.io", "cluster"),
     ("create", "leases.coordination.k8s.io", "release"),
     ("get", "leases.coordination.k8s.io LEASE", "release"),
     ("update", "leases.coordination.k8s.io LEASE", "release"),

@@ -162,5 +162,13 @@ def csi_node_object(name: str = "n1", **counts: int | None) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"drivers": drivers}}
 
 
+def volume_attachment_object(name: str, node: str, volume: str, attacher: str) -> dict[str, Any]:
+    """A VolumeAttachment: `attacher` attaches the PersistentVolume `volume` to `node`."""
+    return {
+        "metadata": {"name": name},
+        "spec": {"attacher": attacher, "nodeName": node, "source": {"persistentVolumeName": volume}},
+    }
+
+
 def storage_class_object(name: str, mode: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "provisioner": "example.com/disk", "volumeBindingMode": mode}

@@ -226,6 +226,11 @@ async def volume_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
     memo.runtime.scheduler.on_volume(event["type"], event["object"])
 
 
+@kopf.on.event("storage.k8s.io", "v1", "volumeattachments")
+async def volume_attachment_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+    memo.runtime.scheduler.on_volume_attachment(event["type"], event["object"])
+
+
 @kopf.on.event("storage.k8s.io", "v1", "csinodes")
 async def csi_node_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
     memo.runtime.scheduler.on_csi_node(event["type"], event["object"])

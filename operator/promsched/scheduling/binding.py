@@ -202,6 +202,10 @@ class Binder:
         note = f"Preempted by pod {preemptor.uid} on node {node}"
         self._event(_ref(victim), "Normal", "Preempted", "Preempting", note, scheduler_name, _ref(preemptor))
 
+    def report_rebalanced(self, pod: PodInfo, note: str, scheduler_name: str) -> None:
+        """An Event on a pod evicted off a hot node, with the values that moved it."""
+        self._event(_ref(pod), "Normal", "Rebalanced", "Evicting", note, scheduler_name)
+
     def _event(
         self,
         pod: PodRef,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from promsched.metrics.identifying import NodeDirectory
-from promsched.scheduling.csi_nodes import CSINodeInfo
+from promsched.scheduling.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
@@ -74,6 +74,9 @@ class ClusterCache:
     # node -> uid -> the counted pods of the node with claims: whose volumes count against its CSINode.
     claim_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     csi_nodes: dict[str, CSINodeInfo] = field(default_factory=dict)
+    # VolumeAttachments by name, and by node: the volumes attached to each node.
+    attachments: dict[str, VolumeAttachmentInfo] = field(default_factory=dict)
+    node_attachments: dict[str, dict[str, VolumeAttachmentInfo]] = field(default_factory=dict)
     namespace_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     claims: dict[tuple[str, str], ClaimInfo] = field(default_factory=dict)
     volumes: dict[str, VolumeInfo] = field(default_factory=dict)
@@ -305,6 +308,22 @@ class ClusterCache:
 
     def remove_csi_node(self, name: str) -> None:
         self.csi_nodes.pop(name, None)
+
+    def upsert_attachment(self, attachment: VolumeAttachmentInfo) -> None:
+        self.remove_attachment(attachment.name)
+        self.attachments[attachment.name] = attachment
+        self.node_attachments.setdefault(attachment.node, {})[attachment.name] = attachment
+
+    def remove_attachment(self, name: str) -> bool:
+        """Forget a VolumeAttachment; True when it was held."""
+        attachment = self.attachments.pop(name, None)
+        if attachment is None:
+            return False
+        on_node = self.node_attachments[attachment.node]
+        del on_node[name]
+        if not on_node:
+            del self.node_attachments[attachment.node]
+        return True
 
     def upsert_budget(self, budget: DisruptionBudget) -> None:
         self.budgets[(budget.namespace, budget.name)] = budget

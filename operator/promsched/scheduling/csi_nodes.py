@@ -1,5 +1,6 @@
-"""CSINodes (how many volumes of each CSI driver a node can attach) and the CSI volumes that count
-against those limits, as kube-scheduler's NodeVolumeLimits plugin reads them.
+"""CSINodes (the CSI drivers on a node, how many volumes each can attach), VolumeAttachments (the
+volumes attached to a node) and the CSI volumes that count against the limits, as kube-scheduler's
+NodeVolumeLimits plugin reads them.
 
 A PersistentVolume of a CSI driver is identified by ``(driver, volumeHandle)``. A volume of an in-tree
 plugin that kube 1.37 has migrated to CSI (EBS, GCE PD, Azure Disk, Cinder, Portworx) counts against
@@ -46,11 +47,12 @@ def _empty_limits() -> Mapping[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class CSINodeInfo:
-    """One node's CSINode: `limits` maps a driver to its spec.drivers[].allocatable.count; a driver
-    without a count (or not listed) has no limit."""
+    """One node's CSINode: the `drivers` installed on it, and `limits` mapping a driver to its
+    spec.drivers[].allocatable.count; a driver without a count (or not listed) has no limit."""
 
     name: str
     limits: Mapping[str, int] = field(default_factory=_empty_limits)
+    drivers: frozenset[str] = frozenset()
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> CSINodeInfo:
@@ -58,14 +60,19 @@ class CSINodeInfo:
         metadata = object_field(obj.get("metadata"), "metadata")
         spec = object_field(obj.get("spec"), "spec")
         limits = {}
-        for index, driver in enumerate(list_field(spec.get("drivers"), "spec.drivers")):
+        drivers = list_field(spec.get("drivers"), "spec.drivers")
+        for index, driver in enumerate(drivers):
             path = f"spec.drivers[{index}]"
             allocatable = object_field(driver.get("allocatable"), f"{path}.allocatable")
             if allocatable.get("count") is not None:
                 limits[str(driver.get("name") or "")] = integer_field(
                     allocatable["count"], f"{path}.allocatable.count"
                 )
-        return cls(name=metadata.get("name") or "", limits=MappingProxyType(limits))
+        return cls(
+            name=metadata.get("name") or "",
+            limits=MappingProxyType(limits),
+            drivers=frozenset(str(driver.get("name") or "") for driver in drivers),
+        )
 
     def limit_increased_since(self, previous: CSINodeInfo) -> bool:
         """Whether some driver may attach more volumes than before (kube's queueing hint for a CSINode
@@ -74,11 +81,35 @@ class CSINodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeAttachmentInfo:
+    """A VolumeAttachment: the PersistentVolume `volume` that driver `attacher` attaches to `node`."""
+
+    name: str
+    node: str = ""
+    attacher: str = ""
+    volume: str = ""  # spec.source.persistentVolumeName; empty for an inline volume's attachment
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> VolumeAttachmentInfo:
+        metadata = object_field(obj.get("metadata"), "metadata")
+        spec = object_field(obj.get("spec"), "spec")
+        source = object_field(spec.get("source"), "spec.source")
+        return cls(
+            name=metadata.get("name") or "",
+            node=spec.get("nodeName") or "",
+            attacher=spec.get("attacher") or "",
+            volume=source.get("persistentVolumeName") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CSIVolume:
-    """A volume as the attach limits count it: its CSI driver and the handle that identifies it."""
+    """A volume as the attach limits count it: its CSI driver and the handle that identifies it;
+    `translated` for an in-tree volume counted as its CSI driver's."""
 
     driver: str
     handle: str
+    translated: bool = False
 
 
 def csi_volume(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> CSIVolume | None:
@@ -97,7 +128,9 @@ def _csi_volume(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> CSIVolume
     for source_field, plugin, disk_field in _IN_TREE_SOURCES:
         if spec.get(source_field) is not None:
             disk = str(object_field(spec[source_field], f"spec.{source_field}").get(disk_field) or "")
-            return CSIVolume(MIGRATED_PLUGINS[plugin], _translated_handle(plugin, disk, labels))
+            return CSIVolume(
+                MIGRATED_PLUGINS[plugin], _translated_handle(plugin, disk, labels), translated=True
+            )
     return None
 
 

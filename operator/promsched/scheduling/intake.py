@@ -32,7 +32,7 @@ import aiohttp
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.csi_nodes import CSINodeInfo
+from promsched.scheduling.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
@@ -152,6 +152,7 @@ class Intake:
             Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
             Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
             Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", self._apply_csi_node),
+            Kind("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", self._apply_attachment),
             Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self._apply_budget),
             Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", self._apply_csi_driver),
             Kind(
@@ -186,6 +187,9 @@ class Intake:
 
     def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["persistentvolumes"], event_type, obj)
+
+    def on_volume_attachment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["volumeattachments"], event_type, obj)
 
     def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["csinodes"], event_type, obj)
@@ -309,6 +313,18 @@ class Intake:
                     waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
                 ),
             )
+
+    def _apply_attachment(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if not deleted:
+            try:
+                self.cache.upsert_attachment(VolumeAttachmentInfo.from_object(obj))
+                return
+            except ValueError as error:
+                logger.warning("VolumeAttachment %s ignored: %s", name, error)
+        if self.cache.remove_attachment(name):
+            # kube's hint: a volume detached may make room for a pod with claims.
+            self.queue.move_all_to_active("volume detached", ClusterEvent.VOLUME_DETACHED, only=_uses_claims)
 
     def _apply_csi_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")

@@ -41,6 +41,7 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 WILDCARD_HOST_IP: Final = "0.0.0.0"
 DEFAULT_PROTOCOL: Final = "TCP"
 PREEMPT_NEVER: Final = "Never"
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # The condition and reason kube-scheduler's preemption sets on its victims before deleting them.
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
@@ -130,6 +131,8 @@ class PodInfo:
     requests: Resources = ZERO_RESOURCES
     limits: Resources = ZERO_RESOURCES  # cpu and memory limits, 0 where unbounded (for usage estimates)
     controller: str = ""  # "Kind/name" of the controlling owner: the pods it owns are siblings
+    mirror: bool = False  # the kubelet's copy of a static pod (annotation kubernetes.io/config.mirror)
+    local_storage: bool = False  # whether a volume is an emptyDir or hostPath: data lost if it moves
     labels: Mapping[str, str] = field(default_factory=_empty_labels)
     node_selector: Mapping[str, str] = field(default_factory=_empty_labels)
     required_affinity: NodeSelector | None = None  # None: the pod has no required node affinity
@@ -234,6 +237,8 @@ class PodInfo:
             requests=pod_requests(spec, status),
             limits=pod_limits(spec),
             controller=controller_of(metadata),
+            mirror=MIRROR_ANNOTATION in object_field(metadata.get("annotations"), "metadata.annotations"),
+            local_storage=_has_local_storage(spec),
             labels=MappingProxyType(labels),
             node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
             required_affinity=required_affinity(affinity),
@@ -329,6 +334,13 @@ def _claims(spec: Mapping[str, Any], pod_name: str) -> Iterator[PodClaim]:
             yield PodClaim(f"{path}.persistentVolumeClaim", source.get("claimName") or "")
         elif volume.get("ephemeral") is not None:
             yield PodClaim(f"{path}.ephemeral", f"{pod_name}-{volume.get('name') or ''}", ephemeral=True)
+
+
+def _has_local_storage(spec: Mapping[str, Any]) -> bool:
+    return any(
+        volume.get("emptyDir") is not None or volume.get("hostPath") is not None
+        for volume in list_field(spec.get("volumes"), "spec.volumes")
+    )
 
 
 def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -30,6 +30,10 @@ class BlockReason(StrEnum):
     CYCLE_LIMIT = "CycleLimit"
     RATE_LIMIT = "RateLimit"
     UNKNOWN_SHARE = "UnknownShare"
+    # Found when evicting, after the plan.
+    DISRUPTION_BUDGET = "PodDisruptionBudget"
+    EVICTION_FAILED = "EvictionFailed"
+    METRICS_NOT_FRESH = "MetricsNotFresh"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class Move:
     pod: PodInfo
     source: str
     destination: str
+    plugin: str  # the plugin the source node is hottest by
     reason: str  # for the Event and the status, e.g. "node-3 cpu 91% for 5m > 85%; ..."
 
 
@@ -233,7 +238,9 @@ def _relieve(
                 )
             )
             continue
-        move = _check_destination(pod, node, shares, by_plugin, current, destination_of, cycle, why_hot)
+        move = _check_destination(
+            pod, node, lead.plugin, shares, by_plugin, current, destination_of, cycle, why_hot
+        )
         if move is None:
             continue
         cycle.moves.append(move)
@@ -257,6 +264,7 @@ _LIMIT_TEXT = {
 def _check_destination(
     pod: PodInfo,
     source: str,
+    plugin_hot: str,
     shares: Mapping[str, float | None],
     by_plugin: Mapping[str, Threshold],
     current: Mapping[str, Mapping[str, float]],
@@ -308,4 +316,4 @@ def _check_destination(
             return None
         landing.append(f"{plugin} {threshold.show(value)}")
     at = f" at {', '.join(landing)}" if landing else ""
-    return Move(pod, source, target, f"{why_hot}; expected destination {target}{at}")
+    return Move(pod, source, target, plugin_hot, f"{why_hot}; expected destination {target}{at}")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promsched.api.rebalances import RebalanceStatus
 from promsched.api.statuses import (
     Condition,
     ConditionStatus,
@@ -54,6 +55,7 @@ class PolicyStatus:
     decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
     preflight: Preflight | None = None
     failing: dict[str, str] = field(default_factory=dict)  # pod uid -> why it fits nowhere now
+    rebalance: RebalanceStatus | None = None  # the latest rebalance cycle
     dirty: bool = True
 
     @classmethod
@@ -67,6 +69,7 @@ class PolicyStatus:
             errors=existing.errors,
             conditions=list(existing.conditions),
             preflight=existing.preflight,
+            rebalance=existing.rebalance,
         )
         status.decisions.extend(reversed(existing.recent_decisions))
         return status
@@ -101,6 +104,10 @@ class PolicyStatus:
         if self.failing.pop(uid, None) is not None:
             self.dirty = True
 
+    def record_rebalance(self, rebalance: RebalanceStatus) -> None:
+        self.rebalance = rebalance
+        self.dirty = True
+
     def record_error(self) -> None:
         self.errors += 1
         self.dirty = True
@@ -118,11 +125,13 @@ class PolicyStatus:
             last_decision=self.decisions[-1] if self.decisions else None,
             recent_decisions=recent,
             preflight=self.preflight,
+            rebalance=self.rebalance,
         )
         body = status.to_object()
         # A merge patch keeps fields it does not mention; say explicitly which ones are now empty.
         body.setdefault("lastDecision", None)
         body.setdefault("preflight", None)
+        body.setdefault("rebalance", None)
         body.setdefault("recentDecisions", [])
         if body["lastDecision"] is not None:
             body["lastDecision"].setdefault("node", None)  # an unschedulable decision over a bound one

@@ -153,6 +153,9 @@ class Scheduler:
     def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self.intake.on_volume(event_type, obj)
 
+    def on_volume_attachment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self.intake.on_volume_attachment(event_type, obj)
+
     def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self.intake.on_csi_node(event_type, obj)
 

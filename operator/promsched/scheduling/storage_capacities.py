@@ -19,12 +19,18 @@ from promsched.scheduling.selectors import NOTHING, LabelSelector, parse_label_s
 class CSIDriverInfo:
     name: str
     storage_capacity: bool = False  # spec.storageCapacity: its capacity objects limit provisioning
+    # spec.preventPodSchedulingIfMissing: pods with its volumes go only where it is installed.
+    prevent_pod_scheduling_if_missing: bool = False
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> CSIDriverInfo:
         metadata = object_field(obj.get("metadata"), "metadata")
         spec = object_field(obj.get("spec"), "spec")
-        return cls(name=metadata.get("name") or "", storage_capacity=spec.get("storageCapacity") is True)
+        return cls(
+            name=metadata.get("name") or "",
+            storage_capacity=spec.get("storageCapacity") is True,
+            prevent_pod_scheduling_if_missing=spec.get("preventPodSchedulingIfMissing") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

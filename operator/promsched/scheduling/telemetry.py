@@ -75,3 +75,14 @@ api_writes_dropped = Counter(
     "Informational writes (events, pod conditions) dropped because their queue was full, by kind.",
     ["kind"],
 )
+rebalance_evictions = Counter(
+    "promsched_rebalance_evictions_total",
+    "Pods evicted off hot nodes by a policy's rebalance, by the plugin the node was hot by.",
+    ["policy", "reason"],
+)
+rebalance_blocked = Counter(
+    "promsched_rebalance_blocked_total",
+    "Moves off hot nodes that did not happen, by why (NoDestination, DestinationOverTarget, "
+    "PodDisruptionBudget, MetricsNotFresh, ...).",
+    ["reason"],
+)

@@ -258,6 +258,8 @@ READS = {
     ("storage.k8s.io", "storageclasses", "watch", ()),
     ("storage.k8s.io", "csinodes", "list", ()),
     ("storage.k8s.io", "csinodes", "watch", ()),
+    ("storage.k8s.io", "volumeattachments", "list", ()),
+    ("storage.k8s.io", "volumeattachments", "watch", ()),
     # What provisioning a claim that waits for its first pod is limited by.
     ("storage.k8s.io", "csidrivers", "list", ()),
     ("storage.k8s.io", "csidrivers", "watch", ()),

@@ -120,6 +120,7 @@ PLACEMENT_LISTS = (
     "/api/v1/persistentvolumeclaims",
     "/apis/storage.k8s.io/v1/storageclasses",
     "/apis/storage.k8s.io/v1/csinodes",
+    "/apis/storage.k8s.io/v1/volumeattachments",
     "/apis/storage.k8s.io/v1/csidrivers",
     "/apis/storage.k8s.io/v1/csistoragecapacities",
 )

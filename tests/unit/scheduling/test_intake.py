@@ -27,6 +27,7 @@ from support.objects import (
     node_object,
     pod_object,
     storage_class_object,
+    volume_attachment_object,
     volume_object,
 )
 from support.polling import eventually_async
@@ -239,6 +240,12 @@ KINDS = [
             if name in cache.storage_classes
             else None
         ),
+    ),
+    KindCase(
+        "volumeattachments",
+        "on_volume_attachment",
+        lambda name, version, mark: versioned(volume_attachment_object(name, "n1", mark, "d"), version),
+        lambda cache, name: cache.attachments[name].volume if name in cache.attachments else None,
     ),
     KindCase(
         "csinodes",

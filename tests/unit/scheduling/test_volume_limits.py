@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.csi_nodes import CSINodeInfo, CSIVolume, csi_volume
+from promsched.scheduling.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachmentInfo, csi_volume
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits, VolumeLimitsCheck
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.resources import FieldError
 from promsched.scheduling.schedulers import Scheduler
+from promsched.scheduling.storage_capacities import CSIDriverInfo
 from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
 from support.objects import (
     claim_object,
@@ -24,6 +25,7 @@ from support.objects import (
     pod,
     pod_object,
     storage_class_object,
+    volume_attachment_object,
     volume_object,
 )
 from support.placement import cache_with, decide_evenly
@@ -102,7 +104,7 @@ def test_migrated_in_tree_volumes_and_classes_count_against_their_csi_driver() -
         "metadata": {"name": "pv-old"},
         "spec": {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-1"}},
     }
-    assert VolumeInfo.from_object(in_tree).csi == CSIVolume(EBS, "vol-1")
+    assert VolumeInfo.from_object(in_tree).csi == CSIVolume(EBS, "vol-1", translated=True)
     unbound = claim_object("legacy", "", bound=False, storage_class="gp2")
     cache = cache_with(
         NODES,
@@ -121,13 +123,17 @@ def test_migrated_in_tree_volumes_and_classes_count_against_their_csi_driver() -
     ("spec", "labels", "expected"),
     [
         ({"csi": {"driver": "d", "volumeHandle": "h"}}, {}, CSIVolume("d", "h")),
-        ({"awsElasticBlockStore": {"volumeID": "vol-2"}}, {}, CSIVolume(EBS, "vol-2")),
+        ({"awsElasticBlockStore": {"volumeID": "vol-2"}}, {}, CSIVolume(EBS, "vol-2", translated=True)),
         (
             {"gcePersistentDisk": {"pdName": "disk"}},
             {"topology.kubernetes.io/zone": "z1"},
-            CSIVolume("pd.csi.storage.gke.io", "projects/UNSPECIFIED/zones/z1/disks/disk"),
+            CSIVolume("pd.csi.storage.gke.io", "projects/UNSPECIFIED/zones/z1/disks/disk", translated=True),
         ),
-        ({"azureDisk": {"diskURI": "/sub/d"}}, {}, CSIVolume("disk.csi.azure.com", "/sub/d")),
+        (
+            {"azureDisk": {"diskURI": "/sub/d"}},
+            {},
+            CSIVolume("disk.csi.azure.com", "/sub/d", translated=True),
+        ),
         ({"nfs": {"server": "s", "path": "/"}}, {}, None),
         ({"csi": "broken"}, {}, None),
     ],
@@ -136,6 +142,36 @@ def test_the_csi_volume_of_a_persistent_volume(
     spec: dict[str, Any], labels: dict[str, str], expected: CSIVolume | None
 ) -> None:
     assert csi_volume(spec, labels) == expected
+
+
+def test_volume_attachments_no_pod_explains_take_their_slot() -> None:
+    existing = using("a", name="old", node_name="n1")
+    cache = cluster([existing], ("a", "b", "c", "d"), ebs_csi_aws_com=2)
+    # a is attached for the pod on the node: counted once; b is still attached, its pod gone.
+    for volume in ("a", "b"):
+        cache.upsert_attachment(VolumeAttachmentInfo.from_object(attachment(volume)))
+    assert decide_evenly(using("c"), cache).filtered == {MAX_VOLUME_COUNT: 1}
+    # An attachment of another driver, or of a volume not in the cache, counts nowhere.
+    cache.remove_attachment("va-b")
+    cache.upsert_attachment(VolumeAttachmentInfo.from_object(attachment("d", attacher="other.example.com")))
+    cache.upsert_attachment(VolumeAttachmentInfo.from_object(attachment("gone")))
+    assert decide_evenly(using("c"), cache).filtered == {}
+    assert set(cache.node_attachments["n1"]) == {"va-a", "va-d", "va-gone"}
+
+
+def attachment(volume: str, attacher: str = EBS) -> dict[str, Any]:
+    return volume_attachment_object(f"va-{volume}", "n1", f"pv-{volume}", attacher)
+
+
+def test_a_driver_that_must_be_installed_keeps_pods_off_nodes_without_it() -> None:
+    cache = cluster([], ("a",), ebs_csi_aws_com=None)
+    cache.upsert_csi_driver(CSIDriverInfo.from_object({"metadata": {"name": EBS}, "spec": {}}))
+    assert decide_evenly(using("a"), cache).filtered == {}  # not required: n2 without a CSINode fits
+    required = {"metadata": {"name": EBS}, "spec": {"preventPodSchedulingIfMissing": True}}
+    cache.upsert_csi_driver(CSIDriverInfo.from_object(required))
+    outcome = decide_evenly(using("a"), cache)
+    assert outcome.node == "n1"
+    assert outcome.filtered == {f"{EBS} CSI driver is not installed on the node": 1}
 
 
 def test_preemption_sees_the_node_without_the_pods_it_would_evict() -> None:
@@ -148,9 +184,11 @@ def test_preemption_sees_the_node_without_the_pods_it_would_evict() -> None:
     assert status is not None
     assert status.reason == MAX_VOLUME_COUNT
     assert status.eviction_may_help
-    assert (
-        status.lifted_by
-        == ClusterEvent.CSI_NODE_CHANGED | ClusterEvent.ASSIGNED_POD_DELETED | ClusterEvent.CLAIM_CHANGED
+    assert status.lifted_by == (
+        ClusterEvent.CSI_NODE_CHANGED
+        | ClusterEvent.ASSIGNED_POD_DELETED
+        | ClusterEvent.CLAIM_CHANGED
+        | ClusterEvent.VOLUME_DETACHED
     )
     check.remove_pod(existing, n1)
     assert check.check(n1) is None
@@ -158,7 +196,7 @@ def test_preemption_sees_the_node_without_the_pods_it_would_evict() -> None:
     assert check.check(n1) == status
 
 
-def test_a_pod_without_claims_or_a_cluster_without_csinodes_is_not_checked() -> None:
+def test_a_pod_without_csi_volumes_is_not_checked() -> None:
     cache = cluster([], ("a",), ebs_csi_aws_com=0)
     assert NodeVolumeLimits().prepare(pod("plain"), cache) is None
     assert NodeVolumeLimits().prepare(using("a"), cache_with(NODES, claims=ebs_claims("a"))) is None
@@ -167,6 +205,7 @@ def test_a_pod_without_claims_or_a_cluster_without_csinodes_is_not_checked() -> 
 def test_csinode_parsing() -> None:
     info = CSINodeInfo.from_object(csi_node_object("n1", ebs_csi_aws_com=25, other_example_com=None))
     assert dict(info.limits) == {EBS: 25}
+    assert info.drivers == {EBS, "other.example.com"}
     with pytest.raises(FieldError, match=r"spec\.drivers\[0\]\.allocatable\.count"):
         CSINodeInfo.from_object(
             {"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": EBS, "allocatable": {"count": "x"}}]}}
@@ -210,6 +249,16 @@ def test_a_csinode_added_or_allowing_more_retries_pods_with_claims() -> None:
     assert retried(scheduler) == {"app"}
     scheduler.on_csi_node("DELETED", raised | {"metadata": {"name": "n1", "resourceVersion": "4"}})
     assert "n1" not in scheduler.cache.csi_nodes
+
+
+def test_a_volume_detached_retries_pods_with_claims() -> None:
+    scheduler = Scheduler(NoSender())
+    scheduler.on_volume_attachment("ADDED", attachment("a"))
+    parked(scheduler, using("a"), pod("plain"))
+    assert retried(scheduler) == set()
+    scheduler.on_volume_attachment("DELETED", attachment("a"))
+    assert retried(scheduler) == {"app"}
+    assert scheduler.cache.node_attachments == {}
 
 
 def test_a_resize_that_lowers_a_bound_pods_requests_retries_parked_pods_and_frees_its_node() -> None:

@@ -29,6 +29,7 @@ class ClusterEvent(Flag):
     ASSIGNED_POD_SCALED_DOWN = auto()  # a resize lowered what it requests
     NAMESPACE_UPDATED = auto()
     CSI_NODE_CHANGED = auto()  # a CSINode added, or one of its drivers may attach more volumes
+    VOLUME_DETACHED = auto()  # a VolumeAttachment deleted
     CLAIM_CHANGED = auto()
     VOLUME_CHANGED = auto()
     STORAGE_CLASS_CHANGED = auto()
@@ -50,6 +51,7 @@ class ClusterEvent(Flag):
         | ASSIGNED_POD_SCALED_DOWN
         | NAMESPACE_UPDATED
         | CSI_NODE_CHANGED
+        | VOLUME_DETACHED
         | CLAIM_CHANGED
         | VOLUME_CHANGED
         | STORAGE_CLASS_CHANGED

@@ -5,15 +5,18 @@ A node's CSINode says how many volumes each CSI driver can attach to it (spec.dr
 the pod's volumes not already there are added, and a node where a driver would exceed its count does not
 fit: "node(s) exceed max volume count". A volume counts by its PersistentVolume's CSI source (or the CSI
 driver a migrated in-tree plugin moved to); a claim not bound yet counts by its StorageClass's
-provisioner, as a volume of its own. A node without a CSINode, or a driver without a count, has no limit.
+provisioner, as a volume of its own. The node's VolumeAttachments count too, each volume once: a volume
+still attached (detaching, or attaching for a pod not seen yet) takes its slot. A node without a CSINode,
+or a driver without a count, has no limit.
 
-Not counted, unlike kube 1.37: VolumeAttachments of the node that no pod's volume explains, and the
-VolumeLimitScaling check of drivers that must be installed on the node (CSIDriver
-preventPodSchedulingIfMissing); promsched does not watch VolumeAttachments or CSIDrivers.
+As kube 1.37 with VolumeLimitScaling (beta, on): a driver whose CSIDriver sets
+preventPodSchedulingIfMissing must be installed on the node (listed in its CSINode), or "<driver> CSI
+driver is not installed on the node".
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
@@ -27,8 +30,15 @@ if TYPE_CHECKING:
     from promsched.scheduling.caches import ClusterCache
 
 MAX_VOLUME_COUNT: Final = "node(s) exceed max volume count"
-# kube's EventsToRegister: a CSINode added or allowing more, an assigned pod deleted, a claim added.
-EVENTS: Final = ClusterEvent.CSI_NODE_CHANGED | ClusterEvent.ASSIGNED_POD_DELETED | ClusterEvent.CLAIM_CHANGED
+NOT_INSTALLED: Final = "CSI driver is not installed on the node"  # after the driver's name
+# kube's EventsToRegister: a CSINode added or allowing more, an assigned pod deleted, a claim added, a
+# VolumeAttachment deleted.
+EVENTS: Final = (
+    ClusterEvent.CSI_NODE_CHANGED
+    | ClusterEvent.ASSIGNED_POD_DELETED
+    | ClusterEvent.CLAIM_CHANGED
+    | ClusterEvent.VOLUME_DETACHED
+)
 _EXCEEDED: Final = Status(MAX_VOLUME_COUNT, Code.UNSCHEDULABLE, EVENTS)
 
 # (driver, handle, whether the handle stands for a claim not bound yet) -> driver
@@ -65,17 +75,32 @@ class VolumeLimitsCheck:
         self.cache = cache
         self.volumes = volumes
         self.drivers = frozenset(volumes.values())
+        # Drivers whose CSIDriver says pods may not go where they are not installed.
+        self.required = frozenset(
+            driver
+            for driver in self.drivers
+            if (info := cache.csi_drivers.get(driver)) is not None and info.prevent_pod_scheduling_if_missing
+        )
         self.removed: set[str] = set()
         self.added: dict[str, dict[str, PodInfo]] = {}
 
     def check(self, node: NodeInfo) -> Status | None:
         csi_node = self.cache.csi_nodes.get(node.name)
+        for driver in sorted(self.required):
+            if csi_node is None or driver not in csi_node.drivers:
+                return _not_installed(driver)
         if csi_node is None or self.drivers.isdisjoint(csi_node.limits):
             return None
         attached: Volumes = {}
         for pod in self._pods_on(node.name):
             attached.update(attachable_volumes(pod, self.cache))
         in_use = Counter(attached.values())
+        # Attachments no pod's volume explains (kube's getNodeVolumeAttachmentInfo: CSI volumes only).
+        for attachment in self.cache.node_attachments.get(node.name, {}).values():
+            volume = self.cache.volumes.get(attachment.volume) if attachment.attacher else None
+            csi = None if volume is None or volume.csi is None or volume.csi.translated else volume.csi
+            if csi is not None and (attachment.attacher, csi.handle, False) not in attached:
+                in_use[attachment.attacher] += 1
         adding = Counter(driver for volume, driver in self.volumes.items() if volume not in attached)
         for driver, count in adding.items():
             limit = csi_node.limits.get(driver)
@@ -101,12 +126,17 @@ class VolumeLimitsCheck:
             self.added.setdefault(node.name, {})[pod.uid] = pod
 
 
+@functools.cache
+def _not_installed(driver: str) -> Status:
+    return Status(f"{driver} {NOT_INSTALLED}", Code.UNSCHEDULABLE, EVENTS)
+
+
 class NodeVolumeLimits:
     name = "NodeVolumeLimits"
     events = EVENTS
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeLimitsCheck | None:
-        if not pod.claims or not cache.csi_nodes:
-            return None  # kube's PreFilter Skip: no claim-backed volume; or no node has limits
+        if not pod.claims:
+            return None  # kube's PreFilter Skip: no claim-backed volume
         volumes = attachable_volumes(pod, cache)
         return VolumeLimitsCheck(cache, volumes) if volumes else None

@@ -1,0 +1,329 @@
+"""Rebalance cycles: each policy whose spec.rebalance is not Off, every `interval`, on the leader only.
+
+A cycle reads, per threshold plugin, the value each node held for the whole `sustainedFor` (one
+subquery), plans with `rebalance_plans.plan_rebalance` (the pods' replacements placed by the
+scheduler's own `decide()`), and in Enforce evicts through the Eviction API, so PodDisruptionBudgets
+are honoured: a 429 is a blocked move, not an error. Evictions are refused while the policy's metrics
+are not fresh, for a Shadow policy, and when the operator's kill switch is on; the cycle then runs as
+DryRun and the status says why. A controller that lost a pod to a move loses no other for
+`REPEAT_GUARD_SECONDS`, so no workload is moved twice in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from promsched.api.fields import Mode
+from promsched.api.policies import SchedulingPolicySpec
+from promsched.api.rebalances import (
+    MAX_LISTED,
+    BlockedMoveStatus,
+    HotNodeStatus,
+    RebalanceMode,
+    RebalanceMoveStatus,
+    RebalanceStatus,
+)
+from promsched.kube import requests
+from promsched.kube.sending import ApiError, SupportsSend
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.snapshots import Snapshot
+from promsched.metrics.sustaining import sustained_values
+from promsched.scheduling import telemetry
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.deciding import decide
+from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.rebalance_plans import (
+    Blocked,
+    BlockReason,
+    Destination,
+    Limits,
+    Move,
+    RebalancePlan,
+    Threshold,
+    plan_rebalance,
+)
+from promsched.scheduling.rebalance_shares import PodEstimate, movable, share_of
+from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.selectors import LabelSelector, parse_label_selector
+
+logger = logging.getLogger(__name__)
+
+REPEAT_GUARD_SECONDS = 600.0
+RATE_WINDOW_SECONDS = 60.0
+# The loop wakes at least this often to see which policy is due.
+TICK_SECONDS = 5.0
+EVICTION_REASON = "Rebalanced"
+
+# Announces an evicted pod (an Event on it): pod, note, the policy's scheduler name.
+Announce = Callable[[PodInfo, str, str], None]
+
+
+@dataclass
+class _PolicyCycles:
+    """A policy's rebalance history: when it last ran, and the controllers whose pods it moved."""
+
+    last_cycle: float = 0.0
+    moved_controllers: dict[str, float] = field(default_factory=dict)  # controller -> when
+    evictions: int = 0
+
+
+class Rebalancer:
+    """Runs every policy's rebalance cycles; `evictions_allowed` is the operator's kill switch."""
+
+    def __init__(
+        self,
+        sender: SupportsSend,
+        cache: ClusterCache,
+        runtimes: PolicyRuntimes,
+        leading: asyncio.Event,
+        announce: Announce,
+        *,
+        evictions_allowed: bool = True,
+        estimate: PodEstimate | None = None,
+        filters: tuple[Filter, ...] = DEFAULT_FILTERS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sender = sender
+        self.cache = cache
+        self.runtimes = runtimes
+        self.leading = leading
+        self.announce = announce
+        self.evictions_allowed = evictions_allowed
+        self.estimate = estimate
+        self.filters = filters
+        self.clock = clock
+        self.cycles: dict[str, _PolicyCycles] = {}
+        self.evicted_at: deque[float] = deque()  # cluster-wide, for maxEvictionsPerMinute
+
+    async def run(self) -> None:
+        while True:
+            await self.leading.wait()
+            for runtime in list(self.runtimes.policies.values()):
+                if self._due(runtime):
+                    try:
+                        await self.cycle(runtime)
+                    except (PrometheusError, ApiError) as error:
+                        logger.warning("Rebalance of policy %s: %s", runtime.name, error)
+            await asyncio.sleep(TICK_SECONDS)
+
+    def _due(self, runtime: PolicyRuntime) -> bool:
+        spec = runtime.spec
+        if spec is None or spec.rebalance.mode is RebalanceMode.OFF or runtime.refresher is None:
+            return False
+        if runtime.invalid or runtime.conflict_with or runtime.held:
+            return False
+        history = self.cycles.get(runtime.name)
+        return history is None or self.clock() - history.last_cycle >= spec.rebalance.interval_seconds
+
+    async def cycle(self, runtime: PolicyRuntime) -> RebalancePlan | None:
+        """One cycle of `runtime`'s policy; its status records it. None when it could not plan."""
+        spec, refresher = runtime.spec, runtime.refresher
+        if spec is None or refresher is None:
+            return None
+        now = self.clock()
+        history = self.cycles.setdefault(runtime.name, _PolicyCycles())
+        history.last_cycle = now
+        snapshot = refresher.latest
+        mode, why_dry = self._effective_mode(spec, snapshot, now)
+        stale = _stale_plugins(spec, snapshot, now)
+        if stale:
+            self._record(runtime, mode, now, RebalancePlan(), f"metrics not fresh: {stale}; nothing moves")
+            telemetry.rebalance_blocked.labels(BlockReason.METRICS_NOT_FRESH.value).inc()
+            return None
+        thresholds = _thresholds(spec)
+        plugins = {plugin.name: plugin for plugin in snapshot.plan.plugins}
+        directory = self.cache.directory()
+        sustained = {
+            threshold.plugin: await sustained_values(
+                plugins[threshold.plugin],
+                refresher.client,
+                directory,
+                spec.rebalance.sustained_seconds,
+                higher_is_better=threshold.higher_is_better,
+                at=now,
+            )
+            for threshold in thresholds
+        }
+        current = {
+            threshold.plugin: {
+                node: sample.value for node, sample in snapshot.plugins[threshold.plugin].samples.items()
+            }
+            for threshold in thresholds
+        }
+        selector = _selector(spec)
+        self._forget_old(history, now)
+
+        def candidates(node: str) -> list[PodInfo]:
+            return [
+                pod
+                for pod in self.cache.node_pods.get(node, {}).values()
+                if movable(pod, spec, selector, now, history.moved_controllers) is None
+            ]
+
+        def destination_of(pod: PodInfo) -> Destination:
+            replacement = dataclasses.replace(pod, node_name="", uid=f"{pod.uid}-replacement")
+            outcome = decide(
+                replacement,
+                self.cache,
+                snapshot,
+                memo=runtime.memo_for(snapshot),
+                filters=self.filters,
+                preference_weight=spec.placement_preferences.weight,
+            )
+            return Destination(outcome.node, outcome.message)
+
+        limits = spec.rebalance.limits
+        plan = plan_rebalance(
+            thresholds,
+            sustained,
+            current,
+            candidates,
+            lambda pod, plugin, node: share_of(self.cache, pod, plugin, node, self.estimate),
+            destination_of,
+            Limits(
+                limits.max_evictions_per_node,
+                limits.max_evictions_per_cycle,
+                max(0, limits.max_evictions_per_minute - len(self.evicted_at)),
+            ),
+            spec.rebalance.sustained_for,
+        )
+        for blocked in plan.blocked:
+            telemetry.rebalance_blocked.labels(blocked.kind.value).inc()
+        if mode is RebalanceMode.ENFORCE:
+            plan = await self._evict(runtime, spec, plan, history, now)
+        self._record(runtime, mode, now, plan, why_dry)
+        return plan
+
+    def _effective_mode(
+        self, spec: SchedulingPolicySpec, snapshot: Snapshot, now: float
+    ) -> tuple[RebalanceMode, str]:
+        mode = spec.rebalance.mode
+        if mode is not RebalanceMode.ENFORCE:
+            return mode, ""
+        if spec.mode is Mode.SHADOW:
+            return RebalanceMode.DRY_RUN, "a Shadow policy never evicts; ran as DryRun"
+        if not self.evictions_allowed:
+            return (
+                RebalanceMode.DRY_RUN,
+                "evictions are switched off (--no-rebalance-evictions); ran as DryRun",
+            )
+        return mode, ""
+
+    def _forget_old(self, history: _PolicyCycles, now: float) -> None:
+        while self.evicted_at and now - self.evicted_at[0] > RATE_WINDOW_SECONDS:
+            self.evicted_at.popleft()
+        for controller, when in list(history.moved_controllers.items()):
+            if now - when > REPEAT_GUARD_SECONDS:
+                del history.moved_controllers[controller]
+
+    async def _evict(
+        self,
+        runtime: PolicyRuntime,
+        spec: SchedulingPolicySpec,
+        plan: RebalancePlan,
+        history: _PolicyCycles,
+        now: float,
+    ) -> RebalancePlan:
+        """Evict the plan's moves; those the API refuses become blocked. Returns what happened."""
+        moved: list[Move] = []
+        blocked = list(plan.blocked)
+        for move in plan.moves:
+            pod = move.pod
+            try:
+                await self.sender.send(requests.evict_pod(pod.namespace, pod.name, pod.uid))
+            except ApiError as error:
+                kind = BlockReason.DISRUPTION_BUDGET if error.status == 429 else BlockReason.EVICTION_FAILED
+                telemetry.rebalance_blocked.labels(kind.value).inc()
+                blocked.append(Blocked(move.source, pod.key, kind, _refusal(error)))
+                continue
+            moved.append(move)
+            history.evictions += 1
+            self.evicted_at.append(now)
+            if pod.controller:
+                history.moved_controllers[pod.controller] = now
+            telemetry.rebalance_evictions.labels(runtime.name, move.plugin).inc()
+            self.announce(pod, f"Evicted by promsched: {move.reason}", spec.scheduler_name)
+        return RebalancePlan(plan.hot, tuple(moved), tuple(blocked))
+
+    def _record(
+        self, runtime: PolicyRuntime, mode: RebalanceMode, now: float, plan: RebalancePlan, message: str
+    ) -> None:
+        history = self.cycles.get(runtime.name, _PolicyCycles())
+        hot_nodes = {entry.node for entry in plan.hot}
+        status = RebalanceStatus(
+            mode=mode,
+            last_cycle=datetime.fromtimestamp(now, UTC),
+            hot_node_count=len(hot_nodes),
+            hot_nodes=[
+                HotNodeStatus(node=entry.node, plugin=entry.plugin, value=round(entry.sustained, 2))
+                for entry in plan.hot[:MAX_LISTED]
+            ],
+            moves=[
+                RebalanceMoveStatus(
+                    pod=move.pod.key,
+                    node=move.source,
+                    destination=move.destination,
+                    reason=move.reason[:1024],
+                )
+                for move in plan.moves[:MAX_LISTED]
+            ],
+            blocked=[
+                BlockedMoveStatus(node=entry.node, pod=entry.pod, reason=entry.reason[:1024])
+                for entry in plan.blocked[:MAX_LISTED]
+            ],
+            evictions=history.evictions,
+            message=message[:1024],
+        )
+        runtime.status.record_rebalance(status)
+
+
+def _thresholds(spec: SchedulingPolicySpec) -> list[Threshold]:
+    thresholds = []
+    for entry in spec.rebalance.thresholds:
+        plugin = spec.plugin(entry.plugin)
+        assert plugin is not None  # the spec's validation names only its own plugins
+        thresholds.append(
+            Threshold(
+                entry.plugin,
+                entry.hot_threshold,
+                entry.target_threshold,
+                higher_is_better=bool(plugin.higher_is_better),
+                is_percent=plugin.is_builtin,
+            )
+        )
+    return thresholds
+
+
+def _stale_plugins(spec: SchedulingPolicySpec, snapshot: Snapshot, now: float) -> str:
+    """The threshold plugins whose values are missing, failed or older than staleAfter, and why."""
+    problems = []
+    for entry in spec.rebalance.thresholds:
+        plugin = snapshot.plugins.get(entry.plugin)
+        if plugin is None or plugin.refreshed_at is None:
+            problems.append(f"{entry.plugin} (no values yet)")
+        elif plugin.error is not None:
+            problems.append(f"{entry.plugin} ({plugin.error})")
+        elif now - plugin.refreshed_at > spec.stale_after_seconds:
+            problems.append(f"{entry.plugin} (refreshed {now - plugin.refreshed_at:.0f}s ago)")
+    return ", ".join(problems)
+
+
+def _selector(spec: SchedulingPolicySpec) -> LabelSelector | None:
+    chosen = spec.rebalance.pods.selector
+    return (
+        None if chosen is None else parse_label_selector(chosen.to_object(), "spec.rebalance.pods.selector")
+    )
+
+
+def _refusal(error: ApiError) -> str:
+    if error.status == 429:
+        return f"eviction refused by a PodDisruptionBudget: {error.message}"
+    return f"eviction failed: {error.status} {error.reason}: {error.message}"

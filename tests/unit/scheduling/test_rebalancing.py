@@ -1,0 +1,320 @@
+"""Rebalance cycles without a cluster: the sustained values from a fake Prometheus, evictions and
+Events recorded by fakes, the plan's outcome in the policy's status."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from promsched.api.policies import SchedulingPolicy
+from promsched.api.rebalances import RebalanceMode
+from promsched.metrics import PrometheusClient, plan_from_policy
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.rebalance_shares import movable
+from promsched.scheduling.rebalancing import Rebalancer
+from promsched.scheduling.recording import PolicyStatus
+from promsched.scheduling.resources import Resources
+from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.selectors import parse_label_selector
+from support.fake_apis import FakeSender
+from support.fake_prometheus import FakePrometheus, RecordedRequest
+from support.objects import node_object, pod, pod_info
+from support.policies import policy_object, spec_document
+from support.snapshots import snapshot_of
+
+STARTED = time.time() - 3600
+THRESHOLD = {"plugin": "cpu", "hotThreshold": 85, "targetThreshold": 70}
+
+
+def policy(rebalance_mode: str = "Enforce", **fields: Any) -> SchedulingPolicy:
+    rebalance = {"mode": rebalance_mode, "thresholds": [THRESHOLD], **fields.pop("rebalance", {})}
+    document = spec_document({"name": "cpu"}, rebalance=rebalance, **fields)
+    return SchedulingPolicy.from_object(policy_object("p", document))
+
+
+class StillRefresher:
+    """A refresher whose latest snapshot is fixed, with a client for the fake Prometheus."""
+
+    def __init__(self, snapshot: Snapshot, client: PrometheusClient) -> None:
+        self.latest = snapshot
+        self.client = client
+
+
+def workload(name: str, cpu_milli: int, *, priority: int = 0, controller: str = "") -> PodInfo:
+    return pod_info(
+        name,
+        node_name="hot",
+        phase="Running",
+        started_at=STARTED,
+        scheduler_name="promsched",
+        priority=priority,
+        controller=controller or f"ReplicaSet/{name}",
+        requests=Resources(milli_cpu=cpu_milli, memory=64 * 2**20),
+    )
+
+
+@pytest.fixture
+def cache() -> ClusterCache:
+    cache = ClusterCache()
+    for name in ("hot", "cool"):
+        cache.upsert_node(NodeInfo.from_object(node_object(name, cpu="4")))
+    # 400m and 800m of 4 cores: 10 and 20 points of cpu.
+    cache.observe_pod(workload("small", 400))
+    cache.observe_pod(workload("big", 800))
+    return cache
+
+
+@pytest.fixture
+def sustained(prometheus: FakePrometheus) -> dict[str, float]:
+    values = {"hot": 92.0, "cool": 20.0}
+
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
+        assert request.query.startswith("min_over_time((")
+        return FakePrometheus.vector(*(({"nodename": node}, value) for node, value in values.items()))
+
+    prometheus.handler = answer
+    return values
+
+
+@pytest.fixture
+async def client(prometheus: FakePrometheus) -> AsyncIterator[PrometheusClient]:
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        yield client
+
+
+class Harness:
+    def __init__(self, cache: ClusterCache, client: PrometheusClient, **options: Any) -> None:
+        self.sender = FakeSender()
+        self.announced: list[tuple[str, str, str]] = []
+        self.cache = cache
+        self.client = client
+        runtimes = PolicyRuntimes(
+            self.sender, cache, spawn=lambda coroutine: None, on_snapshot=lambda *a: None
+        )
+        self.rebalancer = Rebalancer(
+            self.sender,
+            cache,
+            runtimes,
+            asyncio.Event(),
+            lambda pod, note, scheduler: self.announced.append((pod.key, note, scheduler)),
+            **options,
+        )
+
+    def runtime(
+        self, policy: SchedulingPolicy, loads: dict[str, float], at: float | None = None
+    ) -> PolicyRuntime:
+        plan = plan_from_policy(policy.spec)
+        snapshot = snapshot_of(plan, {"cpu": loads}, at=time.time() if at is None else at)
+        runtime = PolicyRuntime("p", "", PolicyStatus(history=10), policy=policy)
+        runtime.refresher = StillRefresher(snapshot, self.client)  # type: ignore[assignment]
+        return runtime
+
+    def evictions(self) -> list[str]:
+        return [request.path for request in self.sender.sent if request.path.endswith("/eviction")]
+
+
+LOADS = {"hot": 95.0, "cool": 20.0}
+
+
+async def test_enforce_evicts_the_largest_pod_and_says_why(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), LOADS)
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    # 95 - 20 (big) = 75 > 70, - 10 (small) = 65.
+    assert harness.evictions() == [
+        "/api/v1/namespaces/ns/pods/big/eviction",
+    ]
+    assert [move.pod.name for move in plan.moves] == ["big"]
+    reason = "hot cpu 92% for 5m > 85%; expected destination cool at cpu 40%"
+    assert harness.announced == [("ns/big", f"Evicted by promsched: {reason}", "promsched")]
+    status = runtime.status.to_status()["rebalance"]
+    assert status["mode"] == "Enforce"
+    assert status["hotNodeCount"] == 1
+    assert status["moves"] == [{"pod": "ns/big", "node": "hot", "destination": "cool", "reason": reason}]
+    assert status["evictions"] == 1
+    # maxEvictionsPerNode 1 stopped the second move.
+    assert [blocked["reason"].rsplit("; ", 1)[1] for blocked in status["blocked"]] == [
+        "maxEvictionsPerNode reached this cycle"
+    ]
+
+
+async def test_dry_run_moves_nothing_and_reports(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy("DryRun"), LOADS)
+    await harness.rebalancer.cycle(runtime)
+    assert harness.evictions() == []
+    assert harness.announced == []
+    status = runtime.status.to_status()["rebalance"]
+    assert (status["mode"], [move["pod"] for move in status["moves"]], status["evictions"]) == (
+        "DryRun",
+        ["ns/big"],
+        0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "spec", "message"),
+    [
+        (
+            {"evictions_allowed": False},
+            {},
+            "evictions are switched off (--no-rebalance-evictions); ran as DryRun",
+        ),
+        ({}, {"mode": "Shadow"}, "a Shadow policy never evicts; ran as DryRun"),
+    ],
+)
+async def test_enforce_runs_dry_under_the_kill_switch_and_in_shadow_mode(
+    cache: ClusterCache,
+    client: PrometheusClient,
+    sustained: dict[str, float],
+    options: dict[str, Any],
+    spec: dict[str, Any],
+    message: str,
+) -> None:
+    harness = Harness(cache, client, **options)
+    runtime = harness.runtime(policy(**spec), LOADS)
+    await harness.rebalancer.cycle(runtime)
+    assert harness.evictions() == []
+    status = runtime.status.to_status()["rebalance"]
+    assert (status["mode"], status["message"], len(status["moves"])) == ("DryRun", message, 1)
+
+
+async def test_a_disruption_budget_refusal_is_a_blocked_move(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    harness.sender.fail["/eviction"] = 429
+    runtime = harness.runtime(policy(), LOADS)
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert plan.moves == ()
+    assert harness.announced == []
+    assert plan.blocked[-1].reason == "eviction refused by a PodDisruptionBudget: refused"
+    assert runtime.status.to_status()["rebalance"]["evictions"] == 0
+
+
+async def test_stale_metrics_move_nothing(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float], prometheus: FakePrometheus
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), LOADS, at=time.time() - 600)
+    assert await harness.rebalancer.cycle(runtime) is None
+    assert harness.evictions() == []
+    assert prometheus.queries() == []
+    message = runtime.status.to_status()["rebalance"]["message"]
+    assert message.startswith("metrics not fresh: cpu (refreshed 6")
+    assert message.endswith("; nothing moves")
+
+
+async def test_a_node_that_cooled_inside_the_window_causes_nothing(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    sustained["hot"] = 80.0  # hot now, but not for the whole window
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), LOADS)
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert (plan.hot, plan.moves, harness.evictions()) == ((), (), [])
+
+
+async def test_no_destination_under_the_target_means_no_eviction(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), {"hot": 95.0, "cool": 65.0})
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert harness.evictions() == []
+    assert {blocked.kind.value for blocked in plan.blocked} == {"DestinationOverTarget"}
+
+
+async def test_a_controller_that_lost_a_pod_loses_no_other_soon(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    cache.observe_pod(workload("big-2", 800, controller="ReplicaSet/big"))
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), LOADS)
+    await harness.rebalancer.cycle(runtime)
+    cache.remove_pod(pod_info("big").uid)
+    await harness.rebalancer.cycle(runtime)
+    # The second cycle moved `small`, not big's sibling.
+    assert harness.evictions() == [
+        "/api/v1/namespaces/ns/pods/big/eviction",
+        "/api/v1/namespaces/ns/pods/small/eviction",
+    ]
+
+
+async def test_a_cycle_is_due_once_per_interval_for_policies_that_rebalance(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    now = [time.time()]
+    harness = Harness(cache, client, clock=lambda: now[0])
+    runtime = harness.runtime(policy("DryRun", rebalance={"interval": "30s"}), LOADS)
+    off = harness.runtime(SchedulingPolicy.from_object(policy_object("q", spec_document())), LOADS)
+    assert harness.rebalancer._due(runtime)
+    assert not harness.rebalancer._due(off)
+    await harness.rebalancer.cycle(runtime)
+    now[0] += 29
+    assert not harness.rebalancer._due(runtime)
+    now[0] += 1
+    assert harness.rebalancer._due(runtime)
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({}, None),
+        ({"controller": ""}, "no controller would recreate it"),
+        ({"controller": "DaemonSet/agent"}, "a DaemonSet pod"),
+        ({"mirror": True}, "a mirror pod"),
+        ({"local_storage": True}, "uses local storage (emptyDir or hostPath)"),
+        ({"scheduler_name": "default-scheduler"}, "schedulerName is not promsched"),
+        ({"started_at": time.time() - 60}, "younger than minPodAge 10m"),
+        ({"deletion_timestamp": True}, "not running"),
+    ],
+)
+def test_which_pods_may_move(changes: dict[str, Any], why: str | None) -> None:
+    candidate = dataclasses.replace(workload("w", 100), **changes)
+    assert movable(candidate, policy().spec, None, time.time(), {}) == why
+
+
+def test_moved_controllers_and_selectors_keep_pods() -> None:
+    candidate = workload("w", 100)
+    spec = policy().spec
+    assert movable(candidate, spec, None, time.time(), {"ReplicaSet/w": 1.0}) == (
+        "ReplicaSet/w already lost a pod to a move recently"
+    )
+    selector = parse_label_selector({"matchLabels": {"tier": "batch"}}, "selector")
+    assert (
+        movable(candidate, spec, selector, time.time(), {}) == "not selected by spec.rebalance.pods.selector"
+    )
+
+
+def test_pods_parse_mirror_and_local_storage() -> None:
+    mirror = pod("m", annotations={"kubernetes.io/config.mirror": "abc"})
+    local = pod("l", volumes=[{"name": "scratch", "emptyDir": {}}])
+    host = pod("h", volumes=[{"name": "logs", "hostPath": {"path": "/var/log"}}])
+    plain = pod("p", volumes=[{"name": "cfg", "configMap": {"name": "c"}}])
+    assert (mirror.mirror, local.local_storage, host.local_storage) == (True, True, True)
+    assert (plain.mirror, plain.local_storage) == (False, False)
+
+
+def test_off_is_the_default_mode() -> None:
+    assert (
+        SchedulingPolicy.from_object(policy_object("q", spec_document())).spec.rebalance.mode
+        is RebalanceMode.OFF
+    )
