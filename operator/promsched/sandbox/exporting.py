@@ -1,104 +1,40 @@
-"""A node-metrics exporter for simulated nodes: node_exporter-format series for every sandbox node.
+"""A node-metrics exporter for simulated nodes: node_exporter-format series for every sandbox node, and
+cAdvisor-format series for every container running on one.
 
 One scrape returns every node's series, each labelled `instance="<node>:9100"` (Prometheus scrapes it with
 `honor_labels`), so a thousand nodes cost one target, not a thousand. Counters are integrated from each
-node's load profile, and samples carry their timestamps, so `rate()` over them gives the profile back
-exactly. `PUT /profiles/<node>` changes a profile at run time; counters stay continuous across the change.
+node's load profile plus the usage of the pods running on it (see `counters` and `usages`), and samples
+carry their timestamps, so `rate()` over them gives the load back exactly. `PUT /profiles/<node>` changes
+a profile at run time; counters stay continuous across the change. With `--kubeconfig` the exporter
+follows the API server's running pods through a watch (`watching`); `GET /usage` shows what it counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import dataclasses
+import functools
 import json
+import logging
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from aiohttp import web
 
+from promsched.kube.configuring import from_kubeconfig
+from promsched.sandbox.counters import HELP, JOB, NodeCounters, container_samples, node_samples
+from promsched.sandbox.ledgers import PodLedger
 from promsched.sandbox.profiles import LoadProfile, ProfileError
+from promsched.sandbox.watching import ApiPodSource, follow_pods
 
-JOB = "sandbox-nodes"
-CPUS = 2
-MEMORY_TOTAL_BYTES = 16 * 1024**3
-FILESYSTEM_SIZE_BYTES = 100 * 1024**3
-ETH0_SPEED_BYTES = 125_000_000  # 1 Gbit/s
-LOOPBACK_BYTES_PER_SECOND = 2_000.0
-# Busy CPU time is split between modes the way a typical workload does; only idle matters to promsched.
-USER_SHARE = 0.7
-
-
-@dataclass
-class NodeCounters:
-    profile: LoadProfile
-    updated_at: float
-    idle: float = 0.0
-    user: float = 0.0
-    system: float = 0.0
-    io_time: float = 0.0
-    eth0_rx: float = 0.0
-    eth0_tx: float = 0.0
-    lo_bytes: float = 0.0
-
-    def advance(self, now: float) -> None:
-        elapsed = max(0.0, now - self.updated_at)
-        busy = self.profile.cpu / 100.0
-        self.idle += elapsed * (1.0 - busy)
-        self.user += elapsed * busy * USER_SHARE
-        self.system += elapsed * busy * (1.0 - USER_SHARE)
-        self.io_time += elapsed * self.profile.disk_busy / 100.0
-        self.eth0_rx += elapsed * self.profile.network / 2.0
-        self.eth0_tx += elapsed * self.profile.network / 2.0
-        self.lo_bytes += elapsed * LOOPBACK_BYTES_PER_SECOND
-        self.updated_at = now
-
-
-HELP = {
-    "node_cpu_seconds_total": "counter",
-    "node_memory_MemAvailable_bytes": "gauge",
-    "node_memory_MemTotal_bytes": "gauge",
-    "node_filesystem_avail_bytes": "gauge",
-    "node_filesystem_size_bytes": "gauge",
-    "node_disk_io_time_seconds_total": "counter",
-    "node_network_receive_bytes_total": "counter",
-    "node_network_transmit_bytes_total": "counter",
-    "node_network_speed_bytes": "gauge",
-    "node_uname_info": "gauge",
-}
-
-
-def node_samples(name: str, node: NodeCounters) -> list[tuple[str, str]]:
-    """One node's samples as (series, formatted value) pairs; every series' name opens its text."""
-    inst = f'instance="{name}:9100"'
-    fs = 'device="/dev/vda1",fstype="ext4",mountpoint="/"'
-    samples = []
-    for cpu in range(CPUS):
-        for mode, value in (("idle", node.idle), ("user", node.user), ("system", node.system)):
-            samples.append((f'node_cpu_seconds_total{{{inst},cpu="{cpu}",mode="{mode}"}}', f"{value:.6f}"))
-    available = MEMORY_TOTAL_BYTES * (1.0 - node.profile.memory / 100.0)
-    free_space = FILESYSTEM_SIZE_BYTES * (1.0 - node.profile.disk_used / 100.0)
-    samples += [
-        (f"node_memory_MemAvailable_bytes{{{inst}}}", f"{available:.0f}"),
-        (f"node_memory_MemTotal_bytes{{{inst}}}", f"{MEMORY_TOTAL_BYTES}"),
-        (f"node_filesystem_avail_bytes{{{inst},{fs}}}", f"{free_space:.0f}"),
-        (f"node_filesystem_size_bytes{{{inst},{fs}}}", f"{FILESYSTEM_SIZE_BYTES}"),
-        (f'node_disk_io_time_seconds_total{{{inst},device="vda"}}', f"{node.io_time:.6f}"),
-        (f'node_network_receive_bytes_total{{{inst},device="eth0"}}', f"{node.eth0_rx:.3f}"),
-        (f'node_network_transmit_bytes_total{{{inst},device="eth0"}}', f"{node.eth0_tx:.3f}"),
-        (f'node_network_receive_bytes_total{{{inst},device="lo"}}', f"{node.lo_bytes:.3f}"),
-        (f'node_network_transmit_bytes_total{{{inst},device="lo"}}', f"{node.lo_bytes:.3f}"),
-        (f'node_network_speed_bytes{{{inst},device="eth0"}}', f"{ETH0_SPEED_BYTES}"),
-        (
-            f'node_uname_info{{{inst},nodename="{name}",sysname="Linux",machine="x86_64",'
-            'release="6.1.0-promsched-sandbox"}',
-            "1",
-        ),
-    ]
-    return samples
+__all__ = ["JOB", "Exporter", "NodeCounters", "write_history"]
 
 
 def write_history(
@@ -151,6 +87,10 @@ def write_history(
 class Exporter:
     state_file: Path
     nodes: dict[str, NodeCounters] = field(default_factory=dict)
+    ledger: PodLedger = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ledger = PodLedger(self.nodes)
 
     @classmethod
     def from_state_file(cls, state_file: Path, since: float | None = None) -> Exporter:
@@ -166,13 +106,17 @@ class Exporter:
         temporary.write_text(json.dumps(profiles, indent=1, sort_keys=True))
         temporary.replace(self.state_file)
 
-    def render(self) -> str:
-        now = time.time()
-        stamp = int(now * 1000)
+    def render(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        stamp = f" {int(now * 1000)}"
         lines = [f"# TYPE {metric} {kind}" for metric, kind in HELP.items()]
         for name, node in self.nodes.items():
             node.advance(now)
-            lines += [f"{series} {value} {stamp}" for series, value in node_samples(name, node)]
+            lines += [series + " " + value + stamp for series, value in node_samples(name, node)]
+        # Container series carry no timestamp: Prometheus marks a series stale when a scrape lacks it
+        # only if the series has none, so a deleted pod's series end at once instead of lingering for
+        # the 5-minute lookback (as timestamped cAdvisor series do without track_timestamps_staleness).
+        lines += [series + " " + value for series, value in container_samples(self.nodes.values())]
         return "\n".join(lines) + "\n"
 
     async def metrics(self, _request: web.Request) -> web.Response:
@@ -180,6 +124,15 @@ class Exporter:
 
     async def profiles(self, _request: web.Request) -> web.Response:
         return web.json_response({name: node.profile.as_dict() for name, node in self.nodes.items()})
+
+    async def usage(self, _request: web.Request) -> web.Response:
+        """What the pods running on each node add to its load, for people and tests to check."""
+        return web.json_response(
+            {
+                name: {"pods": len(node.pods), **dataclasses.asdict(node.pod_usage)}
+                for name, node in self.nodes.items()
+            }
+        )
 
     async def update_profile(self, request: web.Request) -> web.Response:
         name = request.match_info["node"]
@@ -198,12 +151,25 @@ class Exporter:
         self._save()
         return web.json_response(profile.as_dict())
 
-    def application(self) -> web.Application:
+    def application(self, kubeconfig: Path | None = None) -> web.Application:
+        """The exporter's routes; with `kubeconfig`, it follows that cluster's pods while it serves."""
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/profiles", self.profiles)
+        app.router.add_get("/usage", self.usage)
         app.router.add_put("/profiles/{node}", self.update_profile)
+        if kubeconfig is not None:
+            app.cleanup_ctx.append(functools.partial(self._following, kubeconfig))
         return app
+
+    async def _following(self, kubeconfig: Path, _app: web.Application) -> AsyncIterator[None]:
+        source = ApiPodSource(from_kubeconfig(kubeconfig))
+        task = asyncio.create_task(follow_pods(source, self.ledger))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await source.close()
 
 
 def main() -> None:
@@ -211,9 +177,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True, help="JSON file of node name -> load profile")
     parser.add_argument("--since", type=float, help="Unix time the counters started (default: now)")
+    parser.add_argument("--kubeconfig", type=Path, help="follow this cluster's running pods (default: none)")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     exporter = Exporter.from_state_file(args.state, args.since)
-    web.run_app(exporter.application(), host="127.0.0.1", port=args.port, print=None, access_log=None)
+    web.run_app(
+        exporter.application(args.kubeconfig), host="127.0.0.1", port=args.port, print=None, access_log=None
+    )
 
 
 if __name__ == "__main__":

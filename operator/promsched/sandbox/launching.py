@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import certifying, installing, monitoring
+from promsched.sandbox import certifying, counters, installing, monitoring
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
 from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE
 from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
@@ -72,7 +72,9 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
         "type": "kwok",
         **setup.labels,
     }
-    resources = {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "100Gi", "pods": "110"}
+    # The exporter's node series show this capacity: a pod's usage loads its node in proportion to it.
+    memory = f"{counters.MEMORY_TOTAL_BYTES // 1024**3}Gi"
+    resources = {"cpu": str(counters.CPUS), "memory": memory, "ephemeral-storage": "100Gi", "pods": "110"}
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -116,6 +116,8 @@ def start_metrics(
             f"--port={state.ports['exporter']}",
             f"--state={directory / 'profiles.json'}",
             f"--since={since}",
+            # It follows the pods running on the nodes and adds their usage to the nodes' series.
+            f"--kubeconfig={sandbox.kubeconfig}",
         ],
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )

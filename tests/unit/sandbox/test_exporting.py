@@ -4,8 +4,11 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from promsched.sandbox.exporting import CPUS, MEMORY_TOTAL_BYTES, Exporter, NodeCounters, write_history
+from promsched.sandbox.counters import CPUS, MEMORY_TOTAL_BYTES, NodeCounters
+from promsched.sandbox.exporting import Exporter, write_history
 from promsched.sandbox.profiles import LoadProfile
+from promsched.sandbox.usages import ANNOTATION
+from support.objects import pod_object
 
 
 def _sample(text: str, series: str) -> float:
@@ -73,3 +76,34 @@ def test_history_written_in_pieces_from_one_origin_is_one_continuous_series(tmp_
     assert idle_samples(first) + idle_samples(second) == idle_samples(whole)
     # A counter is 0.9 s idle per second from the origin on, with no reset where the pieces meet.
     assert idle_samples(second)[0] == (1010.0, 9.0)
+
+
+async def test_running_pods_load_their_node_and_serve_container_series(tmp_path: Path) -> None:
+    state = tmp_path / "profiles.json"
+    state.write_text(json.dumps({"node-0": {"cpu": 10.0, "memory": 25.0}, "node-1": {}}))
+    exporter = Exporter.from_state_file(state, since=1000.0)
+    exporter.ledger.clock = lambda: 1000.0
+    exporter.ledger.observe(
+        pod_object("web", "shop", node_name="node-0", annotations={ANNOTATION: "memory=4Gi"})
+    )
+    text = exporter.render(now=1010.0)
+    assert (
+        _sample(text, 'node_memory_MemAvailable_bytes{instance="node-0:9100"}')
+        == MEMORY_TOTAL_BYTES * 0.75 - 4 * 1024**3
+    )
+    labels = 'namespace="shop",pod="web",container="c",node="node-0",instance="node-0:9100"'
+    # The pod's default CPU share: half its 100m request, for 10 s.
+    # Without a timestamp, so that Prometheus ends the series when the pod ends.
+    assert f"container_cpu_usage_seconds_total{{{labels}}} 0.500000\n" in text
+    assert f"container_memory_working_set_bytes{{{labels}}} {4 * 1024**3}\n" in text
+    assert "# TYPE container_cpu_usage_seconds_total counter" in text
+    async with TestClient(TestServer(exporter.application())) as client:
+        usage = await (await client.get("/usage")).json()
+    assert usage["node-0"] == {
+        "pods": 1,
+        "milli_cpu": 50,
+        "memory": 4 * 1024**3,
+        "disk_busy": 0.0,
+        "network": 0,
+    }
+    assert usage["node-1"]["pods"] == 0
