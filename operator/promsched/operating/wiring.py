@@ -62,6 +62,8 @@ class RunOptions:
     # The client-side rate limit of the operator's requests, as kube-scheduler's flags of these names.
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
+    # Off: every policy's rebalance Enforce runs as DryRun (the kill switch).
+    rebalance_evictions: bool = True
 
 
 @dataclass
@@ -284,6 +286,7 @@ def run(options: RunOptions) -> None:
         resync_interval=options.resync_interval,
         max_unschedulable_seconds=options.max_unschedulable_seconds,
         bind_timeout=options.bind_timeout,
+        rebalance_evictions=options.rebalance_evictions,
     )
     memo = Memo(runtime=Runtime(options, credentials, client, scheduler, listener))
     try:

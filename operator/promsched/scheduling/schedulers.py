@@ -41,6 +41,7 @@ from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS
 from promsched.scheduling.preempting import nominated_node
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
+from promsched.scheduling.rebalancing import Rebalancer
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Scheduler:
         resync_interval: float = RESYNC_INTERVAL,
         refresher_factory: RefresherFactory = Refresher,
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
+        rebalance_evictions: bool = True,
         bind_timeout: float = BIND_TIMEOUT_SECONDS,
     ) -> None:
         self.sender = sender
@@ -117,6 +119,15 @@ class Scheduler:
         )
         self.evictor = Evictor(
             sender, self.cache, self.queue, spawn=self._spawn, report_preempted=self.binder.report_preempted
+        )
+        self.rebalancer = Rebalancer(
+            sender,
+            self.cache,
+            self.runtimes,
+            self.leading,
+            self.binder.report_rebalanced,
+            evictions_allowed=rebalance_evictions,
+            filters=filters,
         )
 
     # ----- intake -------------------------------------------------------------------------------
@@ -269,6 +280,7 @@ class Scheduler:
             self.kube_scheduler.run(self.runtimes.claims_default_scheduler, self._kube_scheduler_changed),
             name="promsched-kube-scheduler-check",
         )
+        rebalancer = asyncio.create_task(self.rebalancer.run(), name="promsched-rebalancer")
         try:
             await self.intake.start()
             while True:
@@ -287,6 +299,7 @@ class Scheduler:
         finally:
             writer.cancel()
             checker.cancel()
+            rebalancer.cancel()
             await self.close()
 
     def _cycle_failed(self, entry: QueuedPod) -> None:

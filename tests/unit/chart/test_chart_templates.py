@@ -110,6 +110,14 @@ def test_the_volume_bind_timeout_reaches_the_operator_as_kube_schedulers_default
     assert build_parser().parse_args(["run", *args]).bind_timeout_seconds == 120
 
 
+def test_the_rebalance_kill_switch_reaches_the_operator(tmp_path: Path) -> None:
+    args = container(render(tmp_path))["args"]
+    assert build_parser().parse_args(["run", *args]).rebalance_evictions is True
+    args = container(render(tmp_path, {"rebalanceEvictions": False}))["args"]
+    assert "--no-rebalance-evictions" in args
+    assert build_parser().parse_args(["run", *args]).rebalance_evictions is False
+
+
 def test_the_resync_interval_reaches_the_operator(tmp_path: Path) -> None:
     assert "--resync-interval=300" in container(render(tmp_path))["args"]
     args = container(render(tmp_path, {"resyncInterval": 0}))["args"]
