@@ -36,6 +36,7 @@ from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import Preemption, nominated_node, preempt
+from promsched.scheduling.preemption_candidates import Evictable
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
@@ -266,9 +267,11 @@ def decide(
     cluster_filters: tuple[ClusterFilter, ...] = DEFAULT_CLUSTER_FILTERS,
     scorers: tuple[Scorer, ...] = DEFAULT_SCORERS,
     preference_weight: int = DEFAULT_PREFERENCE_WEIGHT,
+    evictable: Evictable | None = None,
 ) -> Outcome:
     """Where `pod` goes. The search over nodes begins at `start`; the outcome says where the next
-    pod's begins. `memo` (for `snapshot`) keeps what this decision works out for the next ones."""
+    pod's begins. `memo` (for `snapshot`) keeps what this decision works out for the next ones.
+    `evictable` limits which lower-priority pods preemption may evict (None: any)."""
     if memo is None:
         memo = DecisionMemo(snapshot)
     elif memo.snapshot is not snapshot:
@@ -281,7 +284,9 @@ def decide(
         lifted_by = checks.lifted_by | ClusterEvent.NODE_ADDED
         # A PreFilter's rejection holds on every node, and no eviction lifts it.
         rejected = [(name, Status(checks.message, Code.UNRESOLVABLE, lifted_by)) for name in cache.nodes]
-        preemption = preempt(pod, cache, snapshot, rejected, (), (), rng=rng) if total_nodes else Preemption()
+        preemption = Preemption()
+        if total_nodes:
+            preemption = preempt(pod, cache, snapshot, rejected, (), (), rng=rng, evictable=evictable)
         message += preemption.note()
         return Outcome(None, (), everywhere, total_nodes, message, start, lifted_by, preemption)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
@@ -328,7 +333,17 @@ def decide(
         message = summarize_failures(total_nodes, filtered)
         preemption = Preemption()
         if total_nodes:
-            preemption = preempt(pod, cache, snapshot, failed, filters, checks, scores=memo.scores, rng=rng)
+            preemption = preempt(
+                pod,
+                cache,
+                snapshot,
+                failed,
+                filters,
+                checks,
+                scores=memo.scores,
+                rng=rng,
+                evictable=evictable,
+            )
         message += preemption.note()
         return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)

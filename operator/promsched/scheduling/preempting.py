@@ -25,7 +25,14 @@ from promsched.scheduling.filters import Filter, summarize_failures
 from promsched.scheduling.filters.checks import NodeCheck
 from promsched.scheduling.filters.statuses import Code, Status
 from promsched.scheduling.pods import PREEMPT_NEVER, PodInfo
-from promsched.scheduling.preemption_candidates import NO_VICTIMS, Candidate, pick_one, select_victims
+from promsched.scheduling.preemption_candidates import (
+    NO_VICTIMS,
+    Candidate,
+    Evictable,
+    may_preempt,
+    pick_one,
+    select_victims,
+)
 
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 NEVER: Final = "not eligible due to preemptionPolicy=Never."
@@ -55,7 +62,9 @@ def nominated_node(pod: PodInfo, cache: ClusterCache) -> str:
     return cache.nominations.get(pod.uid) or pod.nominated_node_name
 
 
-def ineligibility(pod: PodInfo, cache: ClusterCache, statuses: dict[str, Status]) -> str:
+def ineligibility(
+    pod: PodInfo, cache: ClusterCache, statuses: dict[str, Status], evictable: Evictable | None = None
+) -> str:
     """Why `pod` may not preempt ('' when it may), as kube's PodEligibleToPreemptOthers."""
     if pod.preemption_policy == PREEMPT_NEVER:
         return NEVER
@@ -67,7 +76,7 @@ def ineligibility(pod: PodInfo, cache: ClusterCache, statuses: dict[str, Status]
     if status is None or status.code is Code.UNRESOLVABLE:
         return ""
     for other in cache.node_pods.get(node, {}).values():
-        if other.priority < pod.priority and other.terminating_by_preemption:
+        if may_preempt(pod, other, evictable) and other.terminating_by_preemption:
             return TERMINATING
     return ""
 
@@ -88,13 +97,14 @@ def preempt(
     *,
     scores: ScoreMemo | None = None,
     rng: random.Random | None = None,
+    evictable: Evictable | None = None,
 ) -> Preemption:
     """Preemption for `pod`, which fits none of the cache's nodes; `failed` holds each node a filter
     rejected, with its rejection (nodes missing from it were never judged by the filters, or passed
     them and failed a load threshold)."""
     total = len(cache.nodes)
     statuses = dict(failed)
-    reason = ineligibility(pod, cache, statuses)
+    reason = ineligibility(pod, cache, statuses, evictable)
     if reason:
         return Preemption(message=reason)
     potential = [name for name, status in failed if status.eviction_may_help and name in cache.nodes]
@@ -107,7 +117,7 @@ def preempt(
     reasons: Counter[str] = Counter()
     for index in range(len(potential)):
         name = potential[(offset + index) % len(potential)]
-        result = select_victims(pod, cache.nodes[name], cache, filters, checks, budgets, now)
+        result = select_victims(pod, cache.nodes[name], cache, filters, checks, budgets, now, evictable)
         if isinstance(result, Status):
             reasons[result.reason] += 1
             continue

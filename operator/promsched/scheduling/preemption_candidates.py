@@ -27,6 +27,9 @@ from promsched.scheduling.pods import PodInfo
 NO_VICTIMS: Final = Status(
     "No preemption victims found for incoming pod", Code.UNRESOLVABLE, ClusterEvent.NONE
 )
+# Which pods may be victims besides having a lower priority (kube's IsEligiblePod): promsched's own
+# evictions are limited to the namespaces it may write to.
+Evictable = Callable[[PodInfo], bool]
 # Added to every priority before summing (kube: MaxInt32+1), so that more victims never sum lower.
 _PRIORITY_OFFSET: Final = 2**31
 
@@ -50,6 +53,11 @@ def _started(pod: PodInfo, now: float) -> float:
     return now if pod.started_at is None else pod.started_at
 
 
+def may_preempt(pod: PodInfo, other: PodInfo, evictable: Evictable | None) -> bool:
+    """kube's isPreemptionAllowed: a lower priority, and whatever `evictable` (its IsEligiblePod) adds."""
+    return other.priority < pod.priority and (evictable is None or evictable(other))
+
+
 def select_victims(
     pod: PodInfo,
     node: NodeInfo,
@@ -58,12 +66,17 @@ def select_victims(
     checks: Sequence[NodeCheck],
     budgets: Iterable[DisruptionBudget],
     now: float | None = None,
+    evictable: Evictable | None = None,
 ) -> Candidate | Status:
     """The fewest victims on `node` that let `pod` fit, or why no eviction there makes it fit. The
     cache and the checks are left as they were found."""
     now = time.time() if now is None else now
     potential = sorted(
-        (other for other in cache.node_pods.get(node.name, {}).values() if other.priority < pod.priority),
+        (
+            other
+            for other in cache.node_pods.get(node.name, {}).values()
+            if may_preempt(pod, other, evictable)
+        ),
         key=importance(now),
     )
     if not potential:

@@ -365,6 +365,7 @@ class Scheduler:
             filters=self.filters,
             rng=self.rng,
             preference_weight=runtime.policy.spec.placement_preferences.weight,
+            evictable=self._evictable,
         )
         self.next_start = outcome.next_start
         telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
@@ -394,6 +395,10 @@ class Scheduler:
         annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES])
         self.binder.bind(entry, runtime, decision, outcome.node, annotation, volumes)
         return outcome
+
+    def _evictable(self, victim: PodInfo) -> bool:
+        """Preemption evicts only where promsched may write (with `namespaces`, its RBAC is theirs)."""
+        return self.namespaces is None or victim.namespace in self.namespaces
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:
         policy = runtime.policy

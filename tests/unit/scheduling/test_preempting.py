@@ -171,3 +171,14 @@ def test_disruption_budgets_are_watched_into_the_cache() -> None:
         "DELETED", {**pdb, "metadata": {**pdb["metadata"], "resourceVersion": "4"}}
     )
     assert scheduler.cache.budgets == {}
+
+
+def test_only_evictable_pods_are_victims() -> None:
+    cache = cache_with(
+        TWO_NODES, [big("low-n1", 0, "n1"), pod("other", "team-b", cpu="1500m", node_name="n2")]
+    )
+    outcome = decide_evenly(big("urgent", 1000), cache, evictable=lambda victim: victim.namespace == "ns")
+    assert outcome.preemption.candidate is not None
+    assert [victim.name for victim in outcome.preemption.candidate.victims] == ["low-n1"]
+    nowhere = decide_evenly(big("urgent", 1000), cache, evictable=lambda victim: False)
+    assert nowhere.message == INSUFFICIENT + no_victims(2)
