@@ -257,8 +257,13 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = Non
     statuses = _container_statuses(status)
     infeasible = _resize_infeasible(status)
     containers = spec_total
-    # Without any status value each reading is the spec: only the spec needs summing.
-    if statuses or infeasible or _has_pod_level_status(status):
+    # Without any status value each reading is the spec (a pod not started, or not on a kubelet that
+    # reports them): only the spec needs summing.
+    with_values = any(
+        entry.fields.get("allocatedResources") is not None or entry.fields.get("resources") is not None
+        for entry in statuses.values()
+    )
+    if with_values or infeasible or _has_pod_level_status(status):
         allocated, actuated = _status_totals(spec, status, statuses, infeasible)
         containers = allocated.max_per_resource(actuated)
         if not infeasible:
