@@ -1,8 +1,9 @@
 """The `promsched.io/decision` annotation: the compact record of a decision that the binding puts on
 the pod, written by the scheduler and read by `promsched explain`. One codec, so the two never drift.
 
-It holds the chosen node and the best nodes' totals and plugin scores, rounded, without raw values:
-it must stay small on every pod, and the policy's status keeps the full record of recent decisions.
+It holds the chosen node and the best nodes' totals and plugin scores, rounded, without raw values,
+and the pod's usage estimate (millicores, bytes and how each was reached): it must stay small on every
+pod, and the policy's status keeps the full record of recent decisions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from promsched.api.statuses import NodeScore, PluginScore
+from promsched.api.statuses import NodeScore, PluginScore, UsageEstimate
 
 DECISION_ANNOTATION: Final = "promsched.io/decision"
 
@@ -46,10 +47,12 @@ class AnnotatedDecision:
 
     node: str
     top_nodes: tuple[NodeScore, ...]
+    estimate: UsageEstimate | None = None
 
 
-def encode_decision(node: str, top: Sequence[_ScoredNode]) -> str:
-    """The annotation's value for a pod bound to `node`, with `top`, the best nodes, first to last."""
+def encode_decision(node: str, top: Sequence[_ScoredNode], estimate: UsageEstimate | None = None) -> str:
+    """The annotation's value for a pod bound to `node`, with `top`, the best nodes, first to last, and
+    what the pod was expected to use."""
     entries = [
         {
             "node": scored.node,
@@ -58,7 +61,13 @@ def encode_decision(node: str, top: Sequence[_ScoredNode]) -> str:
         }
         for scored in top
     ]
-    return json.dumps({"node": node, "top": entries}, separators=(",", ":"))
+    document: dict[str, object] = {"node": node, "top": entries}
+    if estimate is not None:
+        document["est"] = {
+            "cpu": [estimate.milli_cpu, estimate.cpu_basis],
+            "memory": [estimate.memory, estimate.memory_basis],
+        }
+    return json.dumps(document, separators=(",", ":"))
 
 
 def decode_decision(text: str) -> AnnotatedDecision:
@@ -72,6 +81,12 @@ def decode_decision(text: str) -> AnnotatedDecision:
             )
             for entry in data["top"]
         )
-        return AnnotatedDecision(node=data["node"], top_nodes=top)
+        estimate = None
+        if "est" in data:
+            (milli_cpu, cpu_basis), (memory, memory_basis) = data["est"]["cpu"], data["est"]["memory"]
+            estimate = UsageEstimate(
+                milli_cpu=milli_cpu, memory=memory, cpu_basis=cpu_basis, memory_basis=memory_basis
+            )
+        return AnnotatedDecision(node=data["node"], top_nodes=top, estimate=estimate)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise AnnotationError(f"the pod's {DECISION_ANNOTATION} annotation cannot be read: {error}") from None

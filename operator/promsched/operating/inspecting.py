@@ -45,7 +45,7 @@ from promsched.operating.rendering import (
 )
 from promsched.operating.secrets import SecretCache
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
+from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.intake import Intake
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
@@ -254,12 +254,15 @@ async def rank(sender: SupportsSend, policy: SchedulingPolicy, pod: PodInfo, pod
         raise InspectError(f"spec.prometheus: {error}") from None
     async with PrometheusClient(endpoint) as client:
         snapshot = await take_snapshot(plan_from_policy(spec), client, cache.directory())
+    memo = DecisionMemo(snapshot)
+    outcome = decide(pod, cache, snapshot, memo=memo, preference_weight=spec.placement_preferences.weight)
     return Ranking(
         policy=policy,
         pod=pod_description,
-        outcome=decide(pod, cache, snapshot, preference_weight=spec.placement_preferences.weight),
+        outcome=outcome,
         preflight=preflight_report(snapshot, cache.nodes),
         skipped_nodes=tuple(skipped),
+        estimate=memo.estimates_for(cache).of(pod).to_api(),
     )
 
 

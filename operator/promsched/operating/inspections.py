@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from promsched.api.annotations import AnnotatedDecision
 from promsched.api.policies import SchedulingPolicy
-from promsched.api.statuses import Decision, Preflight
+from promsched.api.statuses import Decision, Preflight, UsageEstimate
 from promsched.scheduling.deciding import Outcome
 
 # `-o`: the human table (default), else "json" or "yaml": the same facts as a document.
@@ -34,3 +34,4 @@ class Ranking:
     outcome: Outcome
     preflight: Preflight  # per-plugin query errors and nodes without series, from the same snapshot
     skipped_nodes: tuple[str, ...] = ()  # nodes the scheduler could not use either, with why
+    estimate: UsageEstimate | None = None  # what the pod is expected to use (spec.estimation)

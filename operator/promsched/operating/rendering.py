@@ -15,8 +15,9 @@ import yaml
 from promsched.api.annotations import DECISION_ANNOTATION
 from promsched.api.fields import Mode
 from promsched.api.policies import SchedulingPolicy
-from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore
+from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
 from promsched.operating.inspections import Explanation, Ranking
+from promsched.scheduling.estimating import format_bytes, format_milli_cpu
 from promsched.scheduling.schedulers import TOP_NODES
 
 CHOSEN_MARK = "*"
@@ -105,6 +106,14 @@ def _fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{key.ljust(width)}  {value}" for key, value in pairs]
 
 
+def estimate_line(estimate: UsageEstimate) -> str:
+    """The pod's usage estimate and where each amount came from."""
+    return (
+        f"cpu {format_milli_cpu(estimate.milli_cpu)} ({estimate.cpu_basis}), "
+        f"memory {format_bytes(estimate.memory)} ({estimate.memory_basis})"
+    )
+
+
 def _timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -138,8 +147,12 @@ def render_explanation(explanation: Explanation) -> str:
                 "filtered nodes and the generation used are unknown",
             ),
         ]
+    if recorded.estimate is not None:
+        fields.append(("estimate", estimate_line(recorded.estimate)))
     lines = _fields(fields)
     top_nodes = recorded.top_nodes
+    # Decisions recorded before spec.estimation counted pods at their requests.
+    counted = "estimated usage" if recorded.estimate is not None else "requests"
     if top_nodes:
         lines += [
             "",
@@ -147,7 +160,7 @@ def render_explanation(explanation: Explanation) -> str:
             "",
             f"{CHOSEN_MARK}: the chosen node; only the {TOP_NODES} best nodes are recorded.",
             LEGEND,
-            "cpu and memory include the requests of pods placed too recently for the metrics to show "
+            f"cpu and memory include the {counted} of pods placed too recently for the metrics to show "
             "them,\nso a burst of pods spreads instead of piling onto the node that looked idlest.",
         ]
     if isinstance(recorded, Decision):
@@ -188,6 +201,7 @@ def render_ranking(ranking: Ranking) -> str:
             ("pod", ranking.pod),
             ("metrics", f"{policy.spec.prometheus.url} at {_timestamp(preflight.checked_at)}"),
             ("result", f"{verdict} (dry run: nothing is bound)"),
+            *([("estimate", estimate_line(ranking.estimate))] if ranking.estimate is not None else []),
         ]
     )
     if preflight.queries and len(failed) == len(preflight.queries):
@@ -248,7 +262,10 @@ def explanation_document(explanation: Explanation) -> dict[str, Any]:
     if isinstance(recorded, Decision):
         return {**document, "source": "policyStatus", "decision": recorded.to_object()}
     top = [node.to_object() for node in recorded.top_nodes]
-    return {**document, "source": "podAnnotation", "decision": {"node": recorded.node, "topNodes": top}}
+    decision: dict[str, Any] = {"node": recorded.node, "topNodes": top}
+    if recorded.estimate is not None:
+        decision["estimate"] = recorded.estimate.to_object()
+    return {**document, "source": "podAnnotation", "decision": decision}
 
 
 def ranking_document(ranking: Ranking) -> dict[str, Any]:
@@ -269,4 +286,5 @@ def ranking_document(ranking: Ranking) -> dict[str, Any]:
         ],
         "preflight": ranking.preflight.to_object(),
         "skippedNodes": list(ranking.skipped_nodes),
+        **({"estimate": ranking.estimate.to_object()} if ranking.estimate is not None else {}),
     }

@@ -251,7 +251,9 @@ def _nominated_node_fit(
     if filter_node(pod, node, cache.usage_of(name), filters, checks, nominated) is not None:
         return None
     extra_load = herd_adjustments(cache, memo, [name])
-    [result] = score_nodes(memo.snapshot, [name], extra_load=extra_load, memo=memo.scores)
+    results = score_nodes(memo.snapshot, [name], extra_load=extra_load, memo=memo.scores)
+    incoming = memo.incoming_load(pod, cache)
+    [result] = incoming.filter(results) if incoming is not None else results
     return result if result.feasible else None
 
 

@@ -392,7 +392,7 @@ class Scheduler:
         volumes = plan_for(pod, self.cache, self.cache.nodes[outcome.node])
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
-        annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES])
+        annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES], decision.estimate)
         self.binder.bind(entry, runtime, decision, outcome.node, annotation, volumes)
         return outcome
 
@@ -404,6 +404,10 @@ class Scheduler:
         policy = runtime.policy
         assert policy is not None
         filtered = sorted(outcome.filtered.items(), key=lambda item: -item[1])[:32]
+        estimate = runtime.memo.estimates_for(self.cache).of(entry.pod) if runtime.memo else None
+        if estimate is not None:
+            telemetry.pod_estimates.labels(runtime.name, "cpu", estimate.cpu.source.value).inc()
+            telemetry.pod_estimates.labels(runtime.name, "memory", estimate.memory.source.value).inc()
         return Decision(
             pod=entry.pod.key,
             node=outcome.node,
@@ -416,6 +420,7 @@ class Scheduler:
                 for result in _chosen_first(outcome)[:TOP_NODES]
             ],
             filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
+            estimate=estimate.to_api() if estimate is not None else None,
         )
 
     def _unschedulable(

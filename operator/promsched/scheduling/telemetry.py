@@ -64,6 +64,12 @@ metric_age = Gauge(
     ["policy", "plugin"],
 )
 decisions_per_node = Counter("promsched_node_decisions_total", "Pods bound per node.", ["node"])
+pod_estimates = Counter(
+    "promsched_pod_estimates_total",
+    "Usage estimates of decided pods (spec.estimation), by policy, resource (cpu, memory) and where the "
+    "amount came from (siblings, limit, request, unrequested).",
+    ["policy", "resource", "source"],
+)
 cache_drift = Counter(
     "promsched_cache_drift_total",
     "Differences between the cluster cache and a fresh list that no watch event explained, by kind "

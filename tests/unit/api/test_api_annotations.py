@@ -7,7 +7,7 @@ import json
 import pytest
 
 from promsched.api.annotations import AnnotationError, decode_decision, encode_decision
-from promsched.api.statuses import NodeScore, PluginScore
+from promsched.api.statuses import NodeScore, PluginScore, UsageEstimate
 from promsched.metrics.scoring import NodeResult, PluginResult
 
 
@@ -38,3 +38,18 @@ def test_what_the_scheduler_writes_explain_reads_back_rounded_and_without_raw_va
 def test_an_annotation_promsched_did_not_write_is_an_error_naming_it(text: str) -> None:
     with pytest.raises(AnnotationError, match=r"promsched.io/decision annotation cannot be read"):
         decode_decision(text)
+
+
+def test_the_usage_estimate_travels_in_the_annotation() -> None:
+    estimate = UsageEstimate(
+        milli_cpu=420,
+        memory=3 * 2**28,
+        cpu_basis="p90 of 5 running siblings (ReplicaSet/web)",
+        memory_basis="x",
+    )
+    text = encode_decision("idle", (), estimate)
+    assert json.loads(text)["est"] == {"cpu": [420, estimate.cpu_basis], "memory": [3 * 2**28, "x"]}
+    assert decode_decision(text).estimate == estimate
+    assert decode_decision(encode_decision("idle", ())).estimate is None  # written before estimates
+    with pytest.raises(AnnotationError):
+        decode_decision('{"node": "n", "top": [], "est": {"cpu": [1]}}')

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from promsched.api.policies import parse_spec
 from promsched.api.statuses import Decision
@@ -501,3 +502,25 @@ async def test_a_failed_scheduling_event_dropped_by_a_full_queue_is_created_at_t
     scheduler.binder.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
     await settle(scheduler)
     assert [r.method for r in sender.sent if "/events" in r.path] == ["POST"]
+
+
+async def test_the_decision_records_the_pods_usage_estimate(scheduler: Scheduler, sender: FakeSender) -> None:
+    counted = {"policy": "p", "resource": "cpu", "source": "request"}
+    before = REGISTRY.get_sample_value("promsched_pod_estimates_total", counted) or 0.0
+    scheduler.on_pod("ADDED", pod_object("web"))  # requests 100m and 64Mi
+    await cycle(scheduler)
+    await scheduler.flush_statuses()
+    [status] = sender.bodies("/schedulingpolicies/p/status")
+    assert status["status"]["lastDecision"]["estimate"] == {
+        "milliCpu": 100,
+        "memory": 64 * 1024**2,
+        "cpuBasis": "1 x request 100m",
+        "memoryBasis": "1 x request 64Mi",
+    }
+    [binding] = sender.bodies("/pods/web/binding")
+    annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
+    assert annotation["est"] == {
+        "cpu": [100, "1 x request 100m"],
+        "memory": [64 * 1024**2, "1 x request 64Mi"],
+    }
+    assert REGISTRY.get_sample_value("promsched_pod_estimates_total", counted) == before + 1
