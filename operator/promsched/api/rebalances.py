@@ -24,7 +24,6 @@ from promsched.api.fields import (
     parse_duration,
 )
 
-
 # Label keys (an optional DNS-subdomain prefix, "/", a 63-character name) and values, as the API bounds them.
 LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 LabelValue = Annotated[str, Field(max_length=63)]

@@ -53,7 +53,7 @@ def test_a_node_is_hot_only_when_it_stayed_past_the_threshold() -> None:
 def test_a_node_that_cooled_inside_the_window_moves_nothing() -> None:
     # The lowest value over sustainedFor dipped under 85: not hot, though it is hot now.
     result = plan({"a": 80.0}, {"a": 95.0}, {"a": [pod_info("p")]}, {"p": 20.0}, {"p": "b"})
-    assert result.hot == () and result.moves == () and result.blocked == ()
+    assert (result.hot, result.moves, result.blocked) == ((), (), ())
 
 
 def test_victims_lowest_priority_first_then_largest_share_until_under_target() -> None:
