@@ -4,27 +4,20 @@ Never moved, whatever the policy says: pods without a controller (nothing would 
 pods (the kubelet owns them), DaemonSet pods (the replacement comes back to the same node), pods being
 deleted, and pods not running. Pods with local storage (emptyDir, hostPath) only when the policy allows
 it. A pod's share of cpu and memory is its estimated usage over the node's allocatable; other plugins
-have no per-pod figure, so a node hot by one of them is reported, not relieved.
+have no per-pod figure, so a node hot by one of them is reported, not relieved. The estimate is the
+policy's own (spec.estimation: its siblings' observed usage, or a rule over its requests), the one
+scheduling counts a placed pod at.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from promsched.api.builtins import BuiltinPlugin
 from promsched.api.policies import SchedulingPolicySpec
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import Resources
 from promsched.scheduling.selectors import LabelSelector
-
-# A pod -> what it is expected to use (cpu in millicores, memory in bytes); requests by default.
-PodEstimate = Callable[[PodInfo], Resources]
-
-_PER_RESOURCE: dict[str, Callable[[Resources], int]] = {
-    BuiltinPlugin.CPU.value: lambda resources: resources.milli_cpu,
-    BuiltinPlugin.MEMORY.value: lambda resources: resources.memory,
-}
 
 
 def movable(
@@ -57,17 +50,15 @@ def movable(
     return None
 
 
-def share_of(
-    cache: ClusterCache, pod: PodInfo, plugin: str, node: str, estimate: PodEstimate | None = None
-) -> float | None:
-    """The points of `plugin`'s value (percent of the node) that `pod` accounts for on `node`; None
-    where there is no per-pod figure."""
-    amount = _PER_RESOURCE.get(plugin)
+def share_of(cache: ClusterCache, pod: PodInfo, plugin: str, node: str, estimates: Estimates) -> float | None:
+    """The points of `plugin`'s value (percent of the node) that `pod` accounts for on `node`, by the
+    policy's estimate of its usage; None where there is no per-pod figure."""
+    entry = ESTIMATED_PLUGINS.get(plugin)
     info = cache.nodes.get(node)
-    if amount is None or info is None:
+    if entry is None or info is None:
         return None
-    allocatable = amount(info.allocatable)
+    allocatable_of, estimated = entry
+    allocatable = allocatable_of(info.allocatable)
     if not allocatable:
         return None
-    usage = estimate(pod) if estimate is not None else pod.requests
-    return 100.0 * amount(usage) / allocatable
+    return 100.0 * estimated(estimates.of(pod)) / allocatable

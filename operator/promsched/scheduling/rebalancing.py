@@ -50,7 +50,7 @@ from promsched.scheduling.rebalance_plans import (
     Threshold,
     plan_rebalance,
 )
-from promsched.scheduling.rebalance_shares import PodEstimate, movable, share_of
+from promsched.scheduling.rebalance_shares import movable, share_of
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
 from promsched.scheduling.selectors import LabelSelector, parse_label_selector
 
@@ -87,7 +87,6 @@ class Rebalancer:
         announce: Announce,
         *,
         evictions_allowed: bool = True,
-        estimate: PodEstimate | None = None,
         filters: tuple[Filter, ...] = DEFAULT_FILTERS,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -97,7 +96,6 @@ class Rebalancer:
         self.leading = leading
         self.announce = announce
         self.evictions_allowed = evictions_allowed
-        self.estimate = estimate
         self.filters = filters
         self.clock = clock
         self.cycles: dict[str, _PolicyCycles] = {}
@@ -181,12 +179,13 @@ class Rebalancer:
             return Destination(outcome.node, outcome.message)
 
         limits = spec.rebalance.limits
+        estimates = runtime.memo_for(snapshot).estimates_for(self.cache)
         plan = plan_rebalance(
             thresholds,
             sustained,
             current,
             candidates,
-            lambda pod, plugin, node: share_of(self.cache, pod, plugin, node, self.estimate),
+            lambda pod, plugin, node: share_of(self.cache, pod, plugin, node, estimates),
             destination_of,
             Limits(
                 limits.max_evictions_per_node,

@@ -150,6 +150,24 @@ async def test_enforce_evicts_the_largest_pod_and_says_why(
     ]
 
 
+async def test_shares_follow_the_policys_estimate(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    # Estimated at half their requests, big (10 points) and small (5) together cannot bring 95 to 70:
+    # both move, as maxEvictionsPerNode allows.
+    harness = Harness(cache, client)
+    estimation = {"fallback": {"cpuFactor": 0.5}}
+    runtime = harness.runtime(
+        policy("DryRun", estimation=estimation, rebalance={"limits": {"maxEvictionsPerNode": 2}}), LOADS
+    )
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert [(move.pod.name, move.reason.rsplit(" ", 1)[1]) for move in plan.moves] == [
+        ("big", "30%"),
+        ("small", "35%"),
+    ]
+
+
 async def test_dry_run_moves_nothing_and_reports(
     cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
 ) -> None:
