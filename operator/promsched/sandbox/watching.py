@@ -111,8 +111,9 @@ class ApiPodSource:
     """The API server's pods over one aiohttp session (promsched's credentials handling)."""
 
     def __init__(self, credentials: Credentials) -> None:
-        # A watch is open for minutes: no total timeout, only one for connecting.
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15)
+        # A watch is open for minutes: no total timeout. The API server ends it after WATCH_SECONDS, so
+        # one silent for longer is a connection that died without a word (a stopped API server).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=WATCH_SECONDS + 60)
         self.session = open_session(credentials, base_url=credentials.server, timeout=timeout, connections=4)
 
     async def close(self) -> None:
