@@ -308,13 +308,15 @@ def decide(
     start = start % total_nodes if total_nodes else 0
     order = names[start:] + names[:start]
     position = 0
+    # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
+    nodes, usage_of, any_nominated = cache.nodes, cache.usage_of, bool(cache.nominated)
     while position < total_nodes and len(ranked) < wanted:
         feasible: list[str] = []
         while position < total_nodes and len(feasible) < wanted - len(ranked):
             name = order[position]
             position += 1
-            nominated = nominated_before(pod, cache, name)
-            status = filter_node(pod, cache.nodes[name], cache.usage_of(name), filters, checks, nominated)
+            nominated = nominated_before(pod, cache, name) if any_nominated else []
+            status = filter_node(pod, nodes[name], usage_of(name), filters, checks, nominated)
             if status is None:
                 feasible.append(name)
             else:

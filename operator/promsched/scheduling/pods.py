@@ -6,6 +6,8 @@ Parsing is strict where a field decides placement: a malformed quantity or node 
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -217,7 +219,8 @@ class PodInfo:
         metadata = object_field(obj.get("metadata"), "metadata")
         spec = object_field(obj.get("spec"), "spec")
         status = object_field(obj.get("status"), "status")
-        namespace = metadata.get("namespace") or "default"
+        # Interned: these strings repeat across pods, and each decoded event brings its own copies.
+        namespace = sys.intern(metadata.get("namespace") or "default")
         name = metadata.get("name") or ""
         labels = _string_map(metadata.get("labels"), "metadata.labels")
         affinity = object_field(spec.get("affinity"), "spec.affinity")
@@ -225,9 +228,9 @@ class PodInfo:
             namespace=namespace,
             name=name,
             uid=metadata.get("uid") or "",
-            scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
-            node_name=spec.get("nodeName") or "",
-            phase=status.get("phase") or "Pending",
+            scheduler_name=sys.intern(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME),
+            node_name=sys.intern(spec.get("nodeName") or ""),
+            phase=sys.intern(status.get("phase") or "Pending"),
             priority=integer_field(spec.get("priority"), "spec.priority"),
             creation_timestamp=metadata.get("creationTimestamp") or "",
             resource_version=metadata.get("resourceVersion") or "",
@@ -292,16 +295,27 @@ def _string_map(value: object, path: str) -> dict[str, str]:
     for key, item in mapping.items():
         if not isinstance(item, str):
             raise FieldError(f"{path}.{key}: expected a string, got {item!r}")
-    return dict(mapping)
+    # Interned: label keys and values repeat across pods (see `_parse`).
+    return {sys.intern(key): sys.intern(item) for key, item in mapping.items()}
 
 
 def _toleration(toleration: Mapping[str, Any]) -> Toleration:
-    return Toleration(
-        key=toleration.get("key") or "",
-        operator=toleration.get("operator") or "Equal",
-        value=toleration.get("value") or "",
-        effect=toleration.get("effect") or "",
+    fields = (
+        toleration.get("key") or "",
+        toleration.get("operator") or "Equal",
+        toleration.get("value") or "",
+        toleration.get("effect") or "",
     )
+    if all(isinstance(value, str) for value in fields):
+        return _shared_toleration(*fields)
+    return Toleration(*fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_toleration(key: str, operator: str, value: str, effect: str) -> Toleration:
+    """One object per distinct toleration: nearly every pod carries the same ones (admission adds
+    not-ready and unreachable to each), and a Toleration is immutable."""
+    return Toleration(key=key, operator=operator, value=value, effect=effect)
 
 
 def _running_containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
