@@ -77,9 +77,11 @@ clean: demo-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 
 # Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
-# BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox.
+# BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox. Each row runs BENCH_REPEATS times, interleaved,
+# and is reported as the median and range; bursts of 5000 (under py-spy) and 10,000 pods measure peak RSS.
 BENCH_NODES ?= 100,1000
-BENCH_ARGS ?= --big-burst 5000 --profile --micro
+BENCH_REPEATS ?= 3
+BENCH_ARGS ?= --big-burst 5000,10000 --profile --micro
 .PHONY: bench
 
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
@@ -88,7 +90,7 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 	touch $@
 
 bench: install-sandbox $(VENV)/.bench-installed
-	python -m bench.benchmark --nodes $(BENCH_NODES) --out bench/results $(BENCH_ARGS)
+	python -m bench.benchmark --nodes $(BENCH_NODES) --repeats $(BENCH_REPEATS) --out bench/results $(BENCH_ARGS)
 
 # Parked pods (issue 18): 2000 pods that fit nowhere on 100 nodes, promsched then kube-scheduler, parked
 # QUIET_PARK_MINUTES each, then room for half; writes bench/results/quiet.{md,json,png}. About 2 x (park + 1.5)

@@ -2,10 +2,12 @@
 
     python -m bench.benchmark [--nodes 100,1000] [--pods 500] [--rate 50] [--out bench/results]
                               [--modes rate,burst] [--variants promsched,ks-default,ks-raised,null]
-                              [--big-burst 5000] [--profile] [--micro] [--merge] [--render]
+                              [--repeats 3] [--big-burst 5000,10000] [--profile] [--micro] [--merge]
+                              [--render]
 
 For each node count it starts a sandbox (kwok nodes with skewed load profiles, simulated metrics for all)
-and runs, one after another and each in a namespace of its own that is deleted before the next run:
+and runs, one after another and each in a namespace of its own that is deleted before the next run, each
+row `--repeats` times interleaved (every variant and mode once, then again; reported as medians and ranges):
 
 - promsched: `promsched run` with one SchedulingPolicy of the five built-in plugins;
 - kube-scheduler of the sandbox's Kubernetes release, at its default client QPS/burst (50/100) and raised
