@@ -5,9 +5,12 @@ see `components.TRIMARAN_BUILD`). One process runs one profile with one plugin, 
 LoadVariationRiskBalancing, whose metrics come from load-watcher as a library reading the sandbox's
 Prometheus (the recording rules in `recording_rules`). Its configuration follows the module's sample
 (`manifests/trimaran/scheduler-config.yaml`) in today's `kubescheduler.config.k8s.io/v1` terms: the
-sample disables NodeResourcesBalancedAllocation and NodeResourcesLeastAllocated scoring; the latter is
-NodeResourcesFit's score since v1 (the old name is rejected), so both plugins run with those two scores
-off and the remaining default scores on, as the sample's users get.
+sample (written for v1beta3) disables NodeResourcesBalancedAllocation and NodeResourcesLeastAllocated
+scoring. LeastAllocated became NodeResourcesFit's scoring strategy in v1beta2 and the old name now names
+no plugin, so disabling it would silently leave least-allocated spreading on against the packing; here
+NodeResourcesFit's score is disabled instead. Both plugins run with those two scores off and the other
+default scores on (LoadVariationRiskBalancing's own sample disables nothing; one profile shape for both
+keeps the plugin the only difference).
 """
 
 from __future__ import annotations
