@@ -51,7 +51,8 @@ import aiohttp
 import yaml
 
 from bench import reporting
-from bench.kubeapi import cpu_seconds, peak_rss_mb, watch, watch_session
+from bench.kubeapi import cpu_seconds, peak_rss_mb, read_counts, watch, watch_session
+from bench.requestcounts import Counts, difference, scheduling_total, writes
 from promsched.api.crds import render_crd_yaml
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
@@ -186,6 +187,7 @@ class PodTimes:
     last_event: float = 0.0
     watch_restarts: list[str] = field(default_factory=list)
     late_binds: int = 0  # bindings found by a listing after the watch missed them: timed late
+    requests: Counts = field(default_factory=dict)  # the API server's requests over the run, by kind
 
     def latencies(self) -> list[float]:
         """Seconds from creation to binding: creation is when the POST returned or the watch first saw the
@@ -322,6 +324,7 @@ async def drive(
             follow(client, session, namespace, version, times, connected, check_done)
         )
         await asyncio.wait_for(connected.wait(), 30)
+        counted = await read_counts(session)
         at_start()
         times.started = time.monotonic()
         names = [f"bench-{i:05d}" for i in range(count)]
@@ -353,6 +356,7 @@ async def drive(
                 # Nothing from the watch for 5 s with pods unbound: check it has not silently stalled.
                 await catch_up(client, namespace, times, check_done)
         at_end()
+        times.requests = difference(counted, await read_counts(session))
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await follower
@@ -683,6 +687,11 @@ def run_once(
         else math.nan,
         "peak_rss_mb": rss,
         "apiserver_cpu_s": end.apiserver_cpu - start.apiserver_cpu,
+        # Bindings, pods/status and events (kwok's pod status updates too, the same for every variant).
+        "scheduling_writes_per_pod": scheduling_total(times.requests) / bound if bound else math.nan,
+        "writes_per_pod": {key.label: n / bound for key, n in sorted(writes(times.requests).items())}
+        if bound
+        else {},
         "apiserver_ms_per_bind": 1000 * (end.apiserver_cpu - start.apiserver_cpu) / bound
         if bound
         else math.nan,

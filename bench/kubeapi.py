@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.requestcounts import Counts, parse_request_totals
 from promsched.kube.credentials import Credentials
 from promsched.kube.sending import open_session
 
@@ -56,6 +57,15 @@ async def watch(
                 raise RuntimeError(f"watch {path}: {event.get('object')}")
             if kind != "BOOKMARK":
                 yield kind, event["object"]
+
+
+async def read_counts(session: aiohttp.ClientSession) -> Counts:
+    """The API server's own count of the requests it served so far, by verb and resource (its /metrics,
+    read with the sandbox's admin credentials)."""
+    async with session.get("/metrics", headers={"Accept": "text/plain"}) as response:
+        if response.status != 200:
+            raise RuntimeError(f"/metrics: {response.status} {(await response.text())[:300]}")
+        return parse_request_totals(await response.text())
 
 
 def cpu_seconds(pid: int) -> float:

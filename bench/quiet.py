@@ -36,7 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 from bench import quiet_reporting
@@ -63,7 +62,7 @@ from bench.benchmark import (
     stop_sandbox,
     terminate,
 )
-from bench.kubeapi import cpu_seconds, watch_session
+from bench.kubeapi import cpu_seconds, read_counts, watch_session
 from bench.requestcounts import (
     Counts,
     RequestKey,
@@ -71,7 +70,6 @@ from bench.requestcounts import (
     difference,
     event_occurrences,
     net_of_baseline,
-    parse_request_totals,
     per_minute,
     regarded,
     scheduling_total,
@@ -186,13 +184,6 @@ def read_dropped(url: str | None) -> dict[str, float]:
         return {}
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         return by_label(response.read().decode(), "promsched_api_writes_dropped_total", "kind")
-
-
-async def read_counts(session: aiohttp.ClientSession) -> Counts:
-    async with session.get("/metrics", headers={"Accept": "text/plain"}) as response:
-        if response.status != 200:
-            raise RuntimeError(f"/metrics: {response.status} {(await response.text())[:300]}")
-        return parse_request_totals(await response.text())
 
 
 def taint_patch(node: str, parked: bool) -> Request:

@@ -171,6 +171,7 @@ COLUMNS = (
     ("Sched CPU/pod (ms)", "scheduler_cpu_ms_per_pod", "{:.2f}"),
     ("Peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
     ("API server CPU/bind (ms)", "apiserver_ms_per_bind", "{:.2f}"),
+    ("Sched writes/pod", "scheduling_writes_per_pod", "{:.2f}"),
     ("CPU util std (%)", "spread.cpu_std", "{:.2f}"),
     ("CPU util max (%)", "spread.cpu_max", "{:.1f}"),
     ("Mem util std (%)", "spread.memory_std", "{:.2f}"),
@@ -186,6 +187,7 @@ RATIO_KEYS = {
     "scheduler_cpu_ms_per_pod",
     "peak_rss_mb",
     "apiserver_ms_per_bind",
+    "scheduling_writes_per_pod",
     "spread.cpu_std",
     "spread.cpu_max",
     "spread.memory_std",
@@ -231,6 +233,21 @@ def _table(runs: list[Run], ratios: list[tuple[str, Run, Run]]) -> list[str]:
             cells.append(f"x{a / b:.2f}" if key in RATIO_KEYS and _finite(a) and _finite(b) and b else "")
         lines.append(_row([f"*{title}*", mine["mode"], "", *cells]))
     return lines
+
+
+def _writes_per_pod(rows: list[Run]) -> list[str]:
+    """Each row's writes per bound pod by kind (its median-throughput repeat), from the API server's own
+    counts: the schedulers' bindings, events and conditions, beside the benchmark's creates and kwok's
+    status updates."""
+    lines = []
+    for run in rows:
+        counts = run.get("writes_per_pod") or {}
+        if counts:
+            shown = ", ".join(f"{label} {n:.2f}" for label, n in counts.items() if n >= 0.005)
+            lines.append(f"- {run['label']} {run['mode']}: {shown}")
+    if not lines:
+        return []
+    return ["Writes per bound pod, by kind (apiserver_request_total over the run):", "", *lines, ""]
 
 
 def before_after(before: dict[str, Any], after: dict[str, Any], label: str) -> list[str]:
@@ -358,6 +375,7 @@ def markdown(results: dict[str, Any], before: dict[str, Any] | None = None) -> s
         ]
         if decisions:
             lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
+        lines += _writes_per_pod(summaries.rows(runs))
         for run in [*runs, *entry.get("extra_runs", [])]:
             restarts = run.get("watch_restarts", [])
             if restarts or run.get("late_binds") or run["bound"] < run["pods"]:
