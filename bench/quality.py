@@ -6,8 +6,8 @@
 
 One sandbox whose pods use what their `sandbox.promsched.io/usage` annotation says (the closed-loop
 exporter adds a running pod's usage to its node's series), with skewed background loads
-(`background_profiles`). The trace (`bench.quality_trace`: services as ReplicaSets that grow, batch jobs
-as Jobs that end) is replayed in real time against each scheduler in turn, in a namespace of its own,
+(`background_profiles`). The trace (`bench.quality_trace`: services that grow, batch jobs that end, all
+as ReplicaSets) is replayed in real time against each scheduler in turn, in a namespace of its own,
 with the scheduler started fresh; then the namespace is deleted and the benchmark waits until every
 node's series are back at their background before the next.
 
@@ -133,7 +133,7 @@ def quality_policy(prometheus_url: str, refresh: str, variant: Variant) -> dict[
 # ----- the trace's objects ------------------------------------------------------------------------------
 
 
-def pod_template(workload: Workload, scheduler_name: str, restart: str) -> dict[str, Any]:
+def pod_template(workload: Workload, scheduler_name: str) -> dict[str, Any]:
     return {
         "metadata": {
             "labels": {"app": workload.name, "promsched.io/bench-kind": workload.kind},
@@ -143,7 +143,6 @@ def pod_template(workload: Workload, scheduler_name: str, restart: str) -> dict[
             "schedulerName": scheduler_name,
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 0,
-            "restartPolicy": restart,
             "containers": [
                 {
                     "name": "main",
@@ -161,37 +160,23 @@ def pod_template(workload: Workload, scheduler_name: str, restart: str) -> dict[
 
 
 def workload_object(workload: Workload, namespace: str, scheduler_name: str, replicas: int) -> dict[str, Any]:
-    """A service as a ReplicaSet, a batch job as a Job: the controller-manager creates their pods, which
-    carry the controller ownerReference that makes them siblings."""
-    metadata = {"name": workload.name, "namespace": namespace, "labels": {"app": workload.name}}
-    if workload.kind == "service":
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": metadata,
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": workload.name}},
-                "template": pod_template(workload, scheduler_name, "Always"),
-            },
-        }
+    """A workload as a ReplicaSet: the controller-manager creates its pods, which carry the controller
+    ownerReference that makes them siblings. A batch job too: kwok's pod stages complete a Job's pods
+    within a second of running, so a job is a ReplicaSet the trace deletes when the job ends."""
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata,
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": workload.name,
+            "namespace": namespace,
+            "labels": {"app": workload.name, "promsched.io/bench-kind": workload.kind},
+        },
         "spec": {
-            "parallelism": replicas,
-            "completions": replicas,
-            "backoffLimit": 0,
-            "template": pod_template(workload, scheduler_name, "Never"),
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": workload.name}},
+            "template": pod_template(workload, scheduler_name),
         },
     }
-
-
-def _collection(workload: Workload, namespace: str) -> str:
-    if workload.kind == "service":
-        return f"/apis/apps/v1/namespaces/{namespace}/replicasets"
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
 
 async def _act(client: KubeClient, request: Request, errors: list[str]) -> None:
@@ -242,7 +227,7 @@ async def replay(
             if delay > 0:
                 await asyncio.sleep(delay)
             workload = by_name[event.workload]
-            collection = _collection(workload, namespace)
+            collection = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
             if event.action == "create":
                 body = workload_object(workload, namespace, scheduler_name, event.replicas)
                 request = Request("POST", collection, body)

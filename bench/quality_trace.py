@@ -1,11 +1,11 @@
 """The quality benchmark's workload: a seeded, reproducible trace of services and batch jobs.
 
 Pure: the same settings and seed give the same trace, event for event. A trace is a list of workloads
-(a service is a ReplicaSet that runs to the end and grows by scale-ups; a batch job is a Job of a few pods
-that runs for a while and is deleted) and the timed events that replay it. Every workload carries its
-pods' real usage, which the sandbox reads from the pod annotation USAGE_ANNOTATION: usage differs from
-requests as it does in production (see bench/README.md, "make bench-quality", for the distribution and
-its sources, and what is assumed).
+(a service runs to the end and grows by scale-ups; a batch job is a few pods that run for a while and are
+deleted; bench.quality creates both as ReplicaSets) and the timed events that replay it. Every workload
+carries its pods' real usage, which the sandbox reads from the pod annotation USAGE_ANNOTATION: usage
+differs from requests as it does in production (see bench/README.md, "make bench-quality", for the
+distribution and its sources, and what is assumed).
 """
 
 from __future__ import annotations

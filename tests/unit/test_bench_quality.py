@@ -81,21 +81,22 @@ def test_bad_trace_settings_name_the_field() -> None:
         TraceSettings(requested_at_end=1.5)
 
 
-def test_services_become_replicasets_and_jobs_jobs_with_the_usage_annotation() -> None:
-    trace = generate(SHORT)
-    service = next(w for w in trace.workloads if w.kind == "service")
-    job = next(w for w in trace.workloads if w.kind == "batch")
-    replicaset = workload_object(service, "ns", "bench-x", 3)
-    assert (replicaset["kind"], replicaset["spec"]["replicas"]) == ("ReplicaSet", 3)
-    template = replicaset["spec"]["template"]
-    assert template["metadata"]["labels"]["app"] == replicaset["spec"]["selector"]["matchLabels"]["app"]
-    assert template["metadata"]["annotations"][USAGE_ANNOTATION] == service.usage.annotation()
-    assert template["spec"]["schedulerName"] == "bench-x"
-    requests = template["spec"]["containers"][0]["resources"]["requests"]
-    assert requests == {"cpu": f"{service.cpu_request_milli}m", "memory": str(service.memory_request_bytes)}
-    made = workload_object(job, "ns", "bench-x", 2)
-    assert (made["kind"], made["spec"]["parallelism"], made["spec"]["completions"]) == ("Job", 2, 2)
-    assert made["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+def test_workloads_become_replicasets_whose_pods_carry_the_usage_annotation() -> None:
+    trace = generate(TraceSettings(nodes=100, minutes=10, seed=15))
+    for workload in (
+        next(w for w in trace.workloads if w.kind == "service"),
+        next(w for w in trace.workloads if w.kind == "batch"),
+    ):
+        made = workload_object(workload, "ns", "bench-x", 3)
+        assert (made["kind"], made["spec"]["replicas"]) == ("ReplicaSet", 3)
+        assert made["metadata"]["labels"]["promsched.io/bench-kind"] == workload.kind
+        template = made["spec"]["template"]
+        assert template["metadata"]["labels"]["app"] == made["spec"]["selector"]["matchLabels"]["app"]
+        assert template["metadata"]["annotations"][USAGE_ANNOTATION] == workload.usage.annotation()
+        assert template["spec"]["schedulerName"] == "bench-x"
+        requests = template["spec"]["containers"][0]["resources"]["requests"]
+        assert requests["cpu"] == f"{workload.cpu_request_milli}m"
+        assert requests["memory"] == str(workload.memory_request_bytes)
 
 
 # ----- measures ------------------------------------------------------------------------------------------
