@@ -47,8 +47,12 @@ METRICS_FAILURES = re.compile(
     r"|Unable to populate metrics|Unable to update metrics|Metrics not available from watcher"
     r"|Unable to find metrics for node|Failed to get metrics for node|Cpu metric not found"
 )
-# A node scored from its metrics: TargetLoadPacking's and LoadVariationRiskBalancing's V(6) lines.
-SCORED_FROM_METRICS = re.compile(r'"(?:Score for host|Calculating totalScore)".*?nodeName="([^"]+)"')
+# A node's CPU metric found and used: the V(6) line TargetLoadPacking logs before it scores a node (on
+# every branch of its score), and the one LoadVariationRiskBalancing's resource statistics log for CPU.
+SCORED_FROM_METRICS = re.compile(
+    r'"Calculating CPU utilization and capacity".*?nodeName="([^"]+)"'
+    r'|"Resource usage statistics for node".*?\bnode="([^"]+)".*?resource="cpu"'
+)
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class Trimaran:
 
     def nodes_scored_from_metrics(self) -> set[str]:
         """Nodes the plugin scored from their metrics so far (needs `log_scores`)."""
-        return set(SCORED_FROM_METRICS.findall(self.log_text()))
+        return {tlp or lvrb for tlp, lvrb in SCORED_FROM_METRICS.findall(self.log_text())}
 
 
 def start_trimaran(

@@ -92,10 +92,13 @@ def test_bad_settings_name_the_field(changes: dict[str, Any], message: str) -> N
 LOG = """\
 I1201 05:40:00.100000   42 flags.go:64] FLAG: --vmodule="targetloadpacking=6"
 time="2026-12-01T05:40:00Z" level=info msg="Started watching metrics"
-I1201 05:40:01.000000   42 targetloadpacking.go:185] "Score for host" logger="TargetLoadPacking" \
-ExtensionPoint="Score" nodeName="node-0" score=100
-I1201 05:40:01.000001   42 loadvariationriskbalancing.go:120] "Calculating totalScore" \
-ExtensionPoint="Score" pod="default/p" nodeName="node-1" totalScore=90
+I1201 05:40:01.000000   42 targetloadpacking.go:150] "Calculating CPU utilization and capacity" \
+logger="TargetLoadPacking" ExtensionPoint="Score" nodeName="node-0" cpuUtilMillis=1400 cpuCapMillis=4000
+I1201 05:40:01.0   42 targetloadpacking.go:180] "Penalised score for host" nodeName="node-9" score=3
+I1201 05:40:01.000001   42 resourcestats.go:71] "Resource usage statistics for node" ExtensionPoint="Score" \
+node="node-1" resource="cpu" capacity=3900 required=200 usedAvg=195 usedStdev=0
+I1201 05:40:01.000001   42 resourcestats.go:71] "Resource usage statistics for node" ExtensionPoint="Score" \
+node="node-5" resource="memory" capacity=3900 required=200 usedAvg=195 usedStdev=0
 I1201 05:40:01.000002   42 targetloadpacking.go:115] "Failed to get metrics for node; using minimum score" \
 nodeName="node-2"
 time="2026-12-01T05:40:30Z" level=error msg="error querying Prometheus for query x: refused"
