@@ -51,6 +51,8 @@ from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
 
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+# Workloads that own their pods themselves, whose running pods a usage estimate reads as siblings.
+DIRECT_CONTROLLERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "DaemonSet", "ReplicationController"})
 
 
 # ----- explain ---------------------------------------------------------------------------------------
@@ -188,7 +190,12 @@ def load_pod(path: Path) -> PodInfo:
         elif isinstance(spec, dict) and isinstance(spec.get("template"), dict):
             template = spec["template"]
             # The workload's name and namespace stand in for the pods' generated ones.
-            pod = {"metadata": document.get("metadata") or {}, "spec": template.get("spec") or {}}
+            metadata = dict(document.get("metadata") or {})
+            if document.get("kind") in DIRECT_CONTROLLERS:
+                # Its running pods are the new pod's siblings (a Deployment's are its ReplicaSet's).
+                owner = {"kind": document["kind"], "name": metadata.get("name", ""), "controller": True}
+                metadata["ownerReferences"] = [owner]
+            pod = {"metadata": metadata, "spec": template.get("spec") or {}}
         else:
             continue
         try:

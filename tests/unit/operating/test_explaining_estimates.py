@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
 
 from promsched.api.annotations import decode_decision, encode_decision
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.statuses import Decision, Preflight, UsageEstimate
 from promsched.metrics.scoring import NodeResult, PluginResult
+from promsched.operating.inspecting import load_pod
 from promsched.operating.inspections import Explanation, Ranking
 from promsched.operating.rendering import (
     explanation_document,
@@ -81,3 +86,16 @@ def test_a_ranking_shows_the_estimate_of_the_pod_it_ranks() -> None:
     ranking = Ranking(POLICY, "any pod", Outcome("node-1", (TOP,), {}, 1), preflight, estimate=ESTIMATE)
     assert "estimate  cpu 1500m (p90 of 5 running siblings" in render_ranking(ranking)
     assert ranking_document(ranking)["estimate"]["milliCpu"] == 1500
+
+
+@pytest.mark.parametrize(("kind", "controller"), [("StatefulSet", "StatefulSet/db"), ("Deployment", "")])
+def test_a_workload_file_gives_a_pod_of_that_controller(tmp_path: Path, kind: str, controller: str) -> None:
+    # A StatefulSet owns its pods: its running ones are the siblings; a Deployment's are its ReplicaSet's.
+    workload = {
+        "kind": kind,
+        "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+    }
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump(workload))
+    assert load_pod(path).controller == controller
