@@ -157,7 +157,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{100 * trace['memory_requested_at_end']:.0f}% of its memory requested at the end; "
         f"{100 * trace['pods_cpu_ratio_below_0_4']:.0f}% of pods use under 40% of their CPU request, "
         f"{100 * trace['pods_cpu_ratio_above_1_5']:.0f}% use 150% or more. "
-        f"Kubernetes {results.get('kubernetes', '?')}, commit {results['revision']['commit'][:7]}"
+        f"Sandbox {results.get('kubernetes', '?')}, commit {results['revision']['commit'][:7]}"
         + (" (with uncommitted changes under operator/)" if results["revision"]["changed"] else "")
         + f", {results['machine']['cpus']} CPUs, wall {results.get('wall_s', math.nan) / 60:.0f} min.",
         "",
