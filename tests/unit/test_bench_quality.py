@@ -23,8 +23,11 @@ from bench.quality_trace import (
     HOT_REQUEST_LIMIT_MILLI,
     USAGE_ANNOTATION,
     TraceSettings,
+    Usage,
     generate,
 )
+
+from promsched.sandbox.usages import parse_usage
 
 SHORT = TraceSettings(nodes=20, minutes=2, seed=3)
 
@@ -72,6 +75,13 @@ def test_usage_to_request_ratios_are_spread_as_the_bands_say() -> None:
         if workload.cpu_ratio > 1.0:
             assert workload.cpu_request_milli <= HOT_REQUEST_LIMIT_MILLI
         assert 0.5 < workload.usage.memory_bytes / workload.memory_request_bytes < 0.95
+
+
+def test_the_usage_annotation_reads_back_through_the_sandbox_parser() -> None:
+    usage = Usage(cpu_milli=1500, memory_bytes=2 * 1024**3, disk_busy=1.25, network=2e6)
+    parsed = parse_usage(usage.annotation())
+    stated = (parsed.milli_cpu, parsed.memory, parsed.disk_busy, parsed.network)
+    assert stated == (1500, 2 * 1024**3, 1.25, 2_000_000)
 
 
 def test_bad_trace_settings_name_the_field() -> None:
