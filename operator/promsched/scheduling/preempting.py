@@ -44,17 +44,17 @@ MIN_CANDIDATE_NODES: Final = 100
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """What preemption concluded. `candidate`: the node and victims to preempt; else `message`, kube's
-    text after "preemption: " ('' when there is nothing to add), and `clear_nomination` when the pod's
-    nominated node is to be cleared (no candidate was found)."""
+    """What preemption concluded: `candidate`, the node and victims to preempt, if any; `message`, kube's
+    text after "preemption: " (where it found a placement, or why it found none); `clear_nomination`
+    when the pod's nominated node is to be cleared (no candidate was found)."""
 
     candidate: Candidate | None = None
     message: str = ""
     clear_nomination: bool = False
 
     def note(self) -> str:
-        """What FailedScheduling adds after the filters' text, as kube's FitError (" %v.")."""
-        return f" preemption: {self.message}." if self.message else ""
+        """What FailedScheduling adds after the filters' text, as kube 1.37's FitError writes it."""
+        return f" preemption: {self.message}" if self.message else ""
 
 
 def nominated_node(pod: PodInfo, cache: ClusterCache) -> str:
@@ -132,4 +132,10 @@ def preempt(
     if not candidates:
         reasons[NOT_HELPFUL] += total - sum(reasons.values())
         return Preemption(message=summarize_failures(total, reasons), clear_nomination=True)
-    return Preemption(candidate=pick_one(candidates, now))
+    best = pick_one(candidates, now)
+    return Preemption(best, f"found a potential placement for pod on node {best.node}, {_victims(best)}")
+
+
+def _victims(candidate: Candidate) -> str:
+    # kube's wording, "1 victims" included.
+    return f"preempting {len(candidate.victims)} victims"

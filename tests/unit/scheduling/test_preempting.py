@@ -12,7 +12,7 @@ from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import anti_affinity, cache_with, decide_evenly, required_term
-from support.preemption import no_victims, not_helpful, preemption_note
+from support.preemption import found, no_victims, not_helpful, preemption_note
 
 TWO_NODES = [node("n1", cpu="2"), node("n2", cpu="2")]
 INSUFFICIENT = "0/2 nodes are available: 2 Insufficient cpu."
@@ -39,13 +39,13 @@ def nominated(cache: ClusterCache, incoming: PodInfo, node_name: str) -> PodInfo
     return incoming
 
 
-def test_a_pod_that_evictions_fit_gets_a_candidate_and_kubes_plain_message() -> None:
+def test_a_pod_that_evictions_fit_gets_a_candidate_and_kubes_message_naming_it() -> None:
     outcome = decide_evenly(big("urgent", 1000), cache_with(TWO_NODES, full(TWO_NODES, 0)))
     assert outcome.node is None
-    # kube's PostFilter succeeded: its status has no message, so FailedScheduling has no preemption part.
-    assert outcome.message == INSUFFICIENT
     candidate = outcome.preemption.candidate
     assert candidate is not None
+    # kube 1.37's PostFilter reports its success after the filters' text.
+    assert outcome.message == INSUFFICIENT + found(candidate.node, 1)
     assert [victim.name for victim in candidate.victims] == [f"low-{candidate.node}"]
     assert candidate.pdb_violations == 0
 
@@ -61,7 +61,7 @@ def test_a_pod_that_may_not_preempt_says_so_in_kubes_words() -> None:
     polite = big("polite", 1000, preemptionPolicy="Never")
     outcome = decide_evenly(polite, cache_with(TWO_NODES, full(TWO_NODES, 0)))
     assert outcome.message == INSUFFICIENT + preemption_note(NEVER)
-    assert outcome.message.endswith("preemptionPolicy=Never..")
+    assert outcome.message.endswith(" preemption: not eligible due to preemptionPolicy=Never.")
     assert outcome.preemption.candidate is None
     assert not outcome.preemption.clear_nomination  # kube keeps the nomination as it is
 
@@ -73,7 +73,7 @@ def test_evictions_cannot_lift_node_affinity() -> None:
     filtered = (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
     )
-    assert outcome.message == filtered
+    assert outcome.message == filtered + found("n1", 1)
     assert outcome.preemption.candidate is not None
     assert outcome.preemption.candidate.node == "n1"
     # At priority 0 nothing on n1 may go, and n2 fails for a reason no eviction lifts.
@@ -107,8 +107,8 @@ def test_evicting_lower_priority_pods_that_repel_is_judged_node_by_node() -> Non
     apart = pod("web-new", labels=web, priority=10, affinity=anti_affinity(required_term(web)))
     reason = "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
     outcome = decide_evenly(apart, cache)
-    assert outcome.message == reason
     assert outcome.preemption.candidate is not None
+    assert outcome.message == reason + found(outcome.preemption.candidate.node, 1)
     # Both nodes are in one zone: evicting one node's pod leaves the other's there, so no node frees up
     # (and the pod taken away while judging n1 is back when n2 is judged).
     zone_apart = pod("web-new", labels=web, priority=10, affinity=anti_affinity(required_term(web, ZONE)))
