@@ -21,6 +21,7 @@ import aiohttp
 
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
+from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.pods import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, PodInfo
 from promsched.scheduling.preemption_candidates import Candidate
@@ -80,6 +81,7 @@ class Evictor:
             node,
             ", ".join(victim.key for victim in candidate.victims),
         )
+        telemetry.preemption_victims.observe(len(candidate.victims))
         self.spawn(self._preempt(pod, candidate, scheduler_name, displaced))
 
     def clear_nomination(self, pod: PodInfo) -> None:
@@ -112,8 +114,10 @@ class Evictor:
             await self.sender.send(requests.evict_pod(victim.namespace, victim.name, victim.uid))
         except ApiError as error:
             if error.status == NOT_FOUND:
+                telemetry.preemption_evictions.labels("evicted").inc()
                 return True  # already gone
             if error.status == TOO_MANY_REQUESTS:
+                telemetry.preemption_evictions.labels("refused").inc()
                 logger.warning(
                     "Preempting for %s: the eviction of %s was refused (a PodDisruptionBudget allows no "
                     "disruption now): %s; the preemptor is retried after its backoff",
@@ -122,11 +126,14 @@ class Evictor:
                     error.message,
                 )
             else:
+                telemetry.preemption_evictions.labels("failed").inc()
                 logger.warning("Preempting for %s: evicting %s failed: %s", preemptor.key, victim.key, error)
             return False
         except (aiohttp.ClientError, TimeoutError) as error:
+            telemetry.preemption_evictions.labels("failed").inc()
             logger.warning("Preempting for %s: evicting %s failed: %s", preemptor.key, victim.key, error)
             return False
+        telemetry.preemption_evictions.labels("evicted").inc()
         self.report_preempted(victim, preemptor, node, scheduler_name)
         return True
 

@@ -368,6 +368,8 @@ class Scheduler:
             evictable=self._evictable,
         )
         self.next_start = outcome.next_start
+        if outcome.node is None and outcome.total_nodes:
+            telemetry.preemption_attempts.inc()  # kube counts every PostFilter run
         telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
         decision = self._decision(entry, runtime, outcome)
         if runtime.policy.spec.mode is Mode.SHADOW:

@@ -92,3 +92,18 @@ rebalance_blocked = Counter(
     "PodDisruptionBudget, MetricsNotFresh, ...).",
     ["reason"],
 )
+preemption_attempts = Counter(
+    "promsched_preemption_attempts_total",
+    "Preemption attempts for pods that fit nowhere (kube-scheduler's scheduler_preemption_attempts_total).",
+)
+preemption_victims = Histogram(
+    "promsched_preemption_victims",
+    "Victims chosen per preemption (kube-scheduler's scheduler_preemption_victims).",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+preemption_evictions = Counter(
+    "promsched_preemption_evictions_total",
+    "Evictions of preemption victims by result: evicted (or already gone), refused (429: a "
+    "PodDisruptionBudget allows no disruption), failed.",
+    ["result"],
+)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.evicting import Evictor
@@ -132,8 +133,11 @@ async def test_a_refusal_by_a_disruption_budget_is_reported_and_the_preemptor_re
     setup.queue.pop_nowait()
     setup.queue.unschedulable(urgent.uid)
     setup.sender.fail["/v2/eviction"] = 429
+    refused = REGISTRY.get_sample_value("promsched_preemption_evictions_total", {"result": "refused"}) or 0
     setup.evictor.preempt(urgent, plan(*setup.cache.node_pods["n1"].values()), "promsched")
     await setup.settle()
+    after = REGISTRY.get_sample_value("promsched_preemption_evictions_total", {"result": "refused"})
+    assert after == refused + 1
     assert "the eviction of ns/v2 was refused (a PodDisruptionBudget allows no disruption now)" in caplog.text
     assert setup.queue.entries[urgent.uid].where is Where.BACKOFF
     assert [victim for victim, *_ in setup.preempted] == ["v1"]
