@@ -76,9 +76,12 @@ def web_pod(cluster: Cluster) -> dict[str, Any]:
 
 
 def replica_set(cluster: Cluster) -> dict[str, Any]:
-    template = web_pod(cluster)
-    template["metadata"] = {"labels": {"app": "web"}, "annotations": template["metadata"]["annotations"]}
-    del template["spec"]["nodeName"]
+    pod = web_pod(cluster)
+    spec = {key: value for key, value in pod["spec"].items() if key != "nodeName"}
+    template = {
+        "metadata": {"labels": {"app": "web"}, "annotations": pod["metadata"]["annotations"]},
+        "spec": spec,
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
