@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
 from promsched.metrics.planning import Plan
-from promsched.metrics.plugins import Plugin
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates, IncomingLoad, threshold_plugins
+from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
 from promsched.scheduling.filters import (
     DEFAULT_CLUSTER_FILTERS,
     DEFAULT_FILTERS,
@@ -38,6 +37,7 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import Preemption, nominated_node, preempt
 from promsched.scheduling.preemption_candidates import Evictable
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
+from promsched.scheduling.thresholding import IncomingLoad, Thresholds
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
 TIE_EPSILON = 1e-6
@@ -152,7 +152,7 @@ class DecisionMemo:
     # node -> (its placement version, the load to add per plugin)
     herd: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
     estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
-    thresholds: tuple[tuple[int, Plugin], ...] | None = None  # the cpu and memory thresholds
+    thresholds: Thresholds | None = None  # the cpu and memory thresholds, against incoming pods
 
     def estimates_for(self, cache: ClusterCache) -> Estimates:
         if self.estimates is None:
@@ -162,10 +162,10 @@ class DecisionMemo:
     def incoming_load(self, pod: PodInfo, cache: ClusterCache) -> IncomingLoad | None:
         """The pod's estimate against the thresholds; None when none concerns it."""
         if self.thresholds is None:
-            self.thresholds = threshold_plugins(self.snapshot)
-        if not self.thresholds:
+            self.thresholds = Thresholds(self.snapshot, cache)
+        if not self.thresholds.checks:
             return None
-        return IncomingLoad.of(cache, self.thresholds, self.estimates_for(cache).of(pod))
+        return self.thresholds.incoming(self.estimates_for(cache).of(pod))
 
 
 def herd_adjustments(

@@ -14,14 +14,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from promsched.api.builtins import BuiltinPlugin
 from promsched.api.estimations import Estimation
 from promsched.api.statuses import UsageEstimate
-from promsched.metrics.plugins import Plugin
-from promsched.metrics.scoring import NodeResult, incoming_pod_reason
 from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.usage_querying import PodKey
 from promsched.scheduling.caches import ClusterCache
@@ -236,54 +234,3 @@ ESTIMATED_PLUGINS: dict[str, tuple[Callable[[Resources], int], Callable[[Estimat
     BuiltinPlugin.CPU.value: (lambda resources: resources.milli_cpu, lambda estimate: estimate.cpu.amount),
     BuiltinPlugin.MEMORY.value: (lambda resources: resources.memory, lambda estimate: estimate.memory.amount),
 }
-
-
-def threshold_plugins(snapshot: Snapshot) -> tuple[tuple[int, Plugin], ...]:
-    """The cpu and memory plugins with a threshold, with their place in a node result's plugins."""
-    return tuple(
-        (index, plugin_snapshot.plugin)
-        for index, plugin_snapshot in enumerate(snapshot.plugins.values())
-        if plugin_snapshot.plugin.name in ESTIMATED_PLUGINS and plugin_snapshot.plugin.threshold is not None
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class IncomingLoad:
-    """An incoming pod's estimate held against the cpu and memory thresholds: a node whose value plus
-    the pod's estimated share of its allocatable would cross a threshold is filtered out."""
-
-    cache: ClusterCache
-    checks: tuple[tuple[int, Plugin, Callable[[Resources], int], int], ...]  # place, plugin, resource, amount
-
-    @classmethod
-    def of(
-        cls, cache: ClusterCache, plugins: tuple[tuple[int, Plugin], ...], estimate: Estimate
-    ) -> IncomingLoad | None:
-        """None when no threshold concerns the pod (no such plugin, or an estimate of 0)."""
-        checks = []
-        for index, plugin in plugins:
-            allocatable_of, estimated = ESTIMATED_PLUGINS[plugin.name]
-            amount = estimated(estimate)
-            if amount:
-                checks.append((index, plugin, allocatable_of, amount))
-        return cls(cache, tuple(checks)) if checks else None
-
-    def filter(self, results: list[NodeResult]) -> list[NodeResult]:
-        """`results` with the feasible nodes the pod would take past a threshold filtered out."""
-        nodes = self.cache.nodes
-        for position, result in enumerate(results):
-            if not result.feasible:
-                continue
-            info = nodes.get(result.node)
-            if info is None:
-                continue
-            for index, plugin, allocatable_of, amount in self.checks:
-                value = result.plugins[index].raw
-                allocatable = allocatable_of(info.allocatable)
-                if value is None or not allocatable:
-                    continue
-                reason = incoming_pod_reason(plugin, result.node, value, 100.0 * amount / allocatable)
-                if reason is not None:
-                    results[position] = replace(result, reasons=(reason,))
-                    break
-        return results

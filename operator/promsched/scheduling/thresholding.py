@@ -1,0 +1,107 @@
+"""The cpu and memory thresholds held against an incoming pod's estimate: a node whose value plus the
+pod's estimated share of its allocatable would cross a threshold is filtered out, for that threshold's
+reason (kube's NodeResourcesFit counts a pod's requests against a node the same way, before it lands).
+
+This runs for every feasible node for every pod, so the room each node has left under each threshold
+(in millicores and bytes) is worked out once per node result, and a pod's check is a comparison per
+threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from operator import gt
+
+from promsched.metrics.plugins import Plugin
+from promsched.metrics.plugins.interface import clamp_percent
+from promsched.metrics.scoring import NodeResult, incoming_pod_reason
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimate
+from promsched.scheduling.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    place: int  # the plugin's place in a node result's plugins
+    plugin: Plugin
+    allocatable_of: Callable[[Resources], int]
+    estimated: Callable[[Estimate], int]
+
+
+class Thresholds:
+    """A snapshot's cpu and memory thresholds; one per snapshot (the decision memo keeps it)."""
+
+    def __init__(self, snapshot: Snapshot, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.checks = tuple(
+            _Check(place, plugin_snapshot.plugin, *ESTIMATED_PLUGINS[plugin_snapshot.plugin.name])
+            for place, plugin_snapshot in enumerate(snapshot.plugins.values())
+            if plugin_snapshot.plugin.name in ESTIMATED_PLUGINS
+            and plugin_snapshot.plugin.threshold is not None
+        )
+        # node -> (the result the room was worked out for, the room under each check's threshold)
+        self.rooms: dict[str, tuple[NodeResult, tuple[float, ...]]] = {}
+
+    def incoming(self, estimate: Estimate) -> IncomingLoad | None:
+        """The pod's load against the thresholds; None when none concerns it."""
+        if not self.checks:
+            return None
+        amounts = tuple(check.estimated(estimate) for check in self.checks)
+        return IncomingLoad(self, amounts) if any(amounts) else None
+
+    def remember(self, result: NodeResult) -> tuple[NodeResult, tuple[float, ...]]:
+        known = self.rooms[result.node] = (result, self._room(result))
+        return known
+
+    def _room(self, result: NodeResult) -> tuple[float, ...]:
+        """What a pod may add under each threshold: (threshold - value)% of allocatable. A load percent
+        cannot pass 100, so a threshold of 100 or more leaves unbounded room."""
+        info = self.cache.nodes.get(result.node)
+        rooms = []
+        for check in self.checks:
+            value = result.plugins[check.place].raw
+            allocatable = check.allocatable_of(info.allocatable) if info is not None else 0
+            threshold = check.plugin.threshold
+            if value is None or not allocatable or threshold is None or threshold >= 100:
+                rooms.append(math.inf)
+            else:
+                rooms.append(max(0.0, threshold - clamp_percent(value)) * allocatable / 100.0)
+        return tuple(rooms)
+
+    def filtered(self, result: NodeResult, amounts: tuple[int, ...]) -> NodeResult:
+        """`result` filtered for the first threshold the amounts cross."""
+        info = self.cache.nodes[result.node]
+        for check, amount in zip(self.checks, amounts, strict=True):
+            value = result.plugins[check.place].raw
+            if value is None or not amount:
+                continue
+            percent = 100.0 * amount / check.allocatable_of(info.allocatable)
+            reason = incoming_pod_reason(check.plugin, result.node, value, percent)
+            if reason is not None:
+                return replace(result, reasons=(reason,))
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingLoad:
+    """One pod's estimated amounts, per threshold of `thresholds`."""
+
+    thresholds: Thresholds
+    amounts: tuple[int, ...]
+
+    def filter(self, results: list[NodeResult]) -> list[NodeResult]:
+        """`results` with the feasible nodes the pod would take past a threshold filtered out."""
+        thresholds, amounts = self.thresholds, self.amounts
+        known_rooms = thresholds.rooms
+        for position, result in enumerate(results):
+            if result.reasons:
+                continue
+            known = known_rooms.get(result.node)
+            if known is None or known[0] is not result:
+                known = thresholds.remember(result)
+            if any(map(gt, amounts, known[1])):
+                results[position] = thresholds.filtered(result, amounts)
+        return results
