@@ -24,8 +24,9 @@ from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
 if TYPE_CHECKING:
     from promsched.scheduling.caches import ClusterCache
 
-# kube's ConflictReasons, in the order kube lists them for one node.
-NODE_CONFLICT: Final = "node(s) had volume node affinity conflict"
+# kube's ConflictReasons, in the order kube lists them for one node (kube-scheduler 1.37's words: the
+# node conflict once read "node(s) had volume node affinity conflict").
+NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT: Final = "node(s) didn't find available persistent volumes to bind"
 NOT_ENOUGH_SPACE: Final = "node(s) did not have enough free storage"
 VOLUME_MISSING: Final = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"

@@ -13,7 +13,7 @@ from support.objects import ZONE, claim_object, node, pod, storage_class_object,
 from support.placement import cache_with, decide_evenly
 from support.preemption import not_helpful
 
-NODE_CONFLICT = "node(s) had volume node affinity conflict"
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 IN_USE = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 NODES = [node("n1", "zone-a"), node("n2", "zone-b"), node("n3", "zone-c")]
