@@ -100,6 +100,36 @@ def test_tolerations_parsed_with_defaults() -> None:
     )
 
 
+def test_pods_share_what_repeats_across_them() -> None:
+    # Memory at 10,000 pods (issue 21): each decoded event brings its own copies of strings every pod
+    # repeats; the parsed pods keep one of each.
+    def parsed(name: str) -> PodInfo:
+        obj = pod_object(
+            {
+                "nodeName": "".join(["node", "-1"]),
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            },
+            name=name,
+            labels={"".join(["a", "pp"]): "".join(["we", "b"])},
+        )
+        return PodInfo.from_object(obj)
+
+    first, second = parsed("web-0"), parsed("web-1")
+
+    assert first.tolerations[0] is second.tolerations[0]
+    assert first.node_name is second.node_name
+    [(key_1, value_1)], [(key_2, value_2)] = first.labels.items(), second.labels.items()
+    assert (key_1, value_1) == (key_2, value_2) == ("app", "web")
+    assert key_1 is key_2
+    assert value_1 is value_2
+
+
+def test_a_toleration_of_the_wrong_type_is_still_parsed_alone() -> None:
+    pod = PodInfo.from_object(pod_object({"tolerations": [{"key": "k", "operator": "Exists", "value": 5}]}))
+
+    assert pod.tolerations == (Toleration(key="k", operator="Exists", value=5),)  # type: ignore[arg-type]
+
+
 def test_many_tolerations_are_fine() -> None:
     tolerations = [{"key": f"k{index}", "operator": "Exists"} for index in range(200)]
     assert len(PodInfo.from_object(pod_object({"tolerations": tolerations})).tolerations) == 200
