@@ -176,6 +176,13 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", "## Targets", ""]
     for target in targets(results):
         lines.append(f"- {target['status']}: {target['target']} ({target['value']})")
+    for run in runs:
+        if "trimaran_nodes_scored_from_metrics" in run:
+            lines.append(
+                f"\n{run['label']}: scored {run['trimaran_nodes_scored_from_metrics']} of "
+                f"{settings['nodes']} nodes from their metrics; {run['trimaran_metrics_failures']} metric "
+                "failures in its log."
+            )
     problems = [f"{run['label']}: {len(run['errors'])} failed requests" for run in runs if run.get("errors")]
     if problems:
         lines += ["", "Replay errors: " + "; ".join(problems) + "."]

@@ -203,6 +203,8 @@ def test_targets_compare_promsched_with_kube_scheduler_and_the_better_trimaran()
         _run("trimaran-tlp", "TLP", 120.0, 8.0, 1.0),
         _run("trimaran-lvrb", "LVRB", 90.0, 8.0, 1.0),
     )
+    results["runs"][3] |= {"trimaran_nodes_scored_from_metrics": 20, "trimaran_metrics_failures": 0}
+    assert "TLP: scored 20 of 20 nodes from their metrics; 0 metric failures" in markdown(results)
     better = better_trimaran(results)
     assert better is not None
     assert better["variant"] == "trimaran-lvrb"
