@@ -20,6 +20,7 @@ from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.supervising import Supervisor
 from support.clusters import Cluster
 from support.polling import eventually
+from support.preemption import found, preemption_note
 
 pytestmark = pytest.mark.e2e
 
@@ -156,8 +157,8 @@ def test_required_anti_affinity_puts_replicas_on_distinct_nodes_and_the_fourth_p
             what=f"{prefix} FailedScheduling",
         )
     assert without_preemption(messages["kube"]) == expected
-    # promsched says nothing of preemption: the replicas all have the same priority.
-    assert messages["ours"] == expected
+    # The preemption part too: no node holds a pod of lower priority, or evicting cannot help there.
+    assert messages["ours"] == messages["kube"]
 
 
 def test_zone_spread_with_max_skew_one_over_two_zones(cluster: Cluster, kube_scheduler: str) -> None:
@@ -336,20 +337,23 @@ def test_a_high_priority_pod_overtakes_a_queue_of_low_priority_ones(
             "0/6 nodes are available: 1 Insufficient cpu, "
             "5 node(s) didn't match Pod's node affinity/selector."
         )
-        assert (
-            eventually(lambda: failed_scheduling(cluster, "low-0"), bool, what="FailedScheduling") == refused
+        assert eventually(
+            lambda: failed_scheduling(cluster, "low-0"), bool, what="FailedScheduling"
+        ) == refused + preemption_note(
+            "0/6 nodes are available: 1 No preemption victims found for incoming pod, "
+            "5 Preemption is not helpful for scheduling."
         )
-        # A pod of higher priority still is not placed by evicting: promsched says so.
+        # A pod of higher priority takes node-1 by preempting the high one (the lows may not preempt it).
         create(
             cluster,
             pod(cluster, "top", {"app": "queue"}, cpu="3", priorityClassName=classes["top"], **only_node_1),
         )
         message = eventually(lambda: failed_scheduling(cluster, "top"), bool, what="FailedScheduling")
-        assert message == (
-            f"{refused} preemption: promsched does not preempt lower-priority pods (evicting some would make "
-            "room on 1 node(s))."
+        assert message == refused + found("node-1", 1)
+        placed = eventually(
+            lambda: cluster.node_of(), lambda p: p.get("top") == "node-1", what="top bound after preempting"
         )
-        assert cluster.node_of()["high"] == "node-1"
+        assert "high" not in placed
     finally:
         sandbox.kubectl("delete", "namespace", cluster.namespace, "--ignore-not-found", "--timeout=180s")
         sandbox.kubectl("delete", "priorityclass", *classes.values(), "--ignore-not-found")

@@ -20,6 +20,7 @@ from promsched.sandbox.clusters import Sandbox
 from promsched.scheduling.resources import parse_quantity
 from support.clusters import Cluster, Operator
 from support.polling import eventually
+from support.preemption import no_victims, not_helpful
 
 pytestmark = pytest.mark.e2e
 
@@ -135,7 +136,7 @@ def test_cordoned_tainted_and_mismatched_nodes_are_never_chosen(sandbox: Sandbox
         assert message == (
             "0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: batch}, "
             "1 node(s) were unschedulable, 4 node(s) didn't match Pod's node affinity/selector."
-        )
+        ) + not_helpful(6)
         pod = next(p for p in cluster.pods() if p["metadata"]["name"] == "on-cordoned")
         conditions = {c["type"]: c for c in pod["status"].get("conditions", [])}
         assert conditions["PodScheduled"]["status"] == "False"
@@ -156,7 +157,7 @@ def test_metric_thresholds_filter_busy_nodes(cluster: Cluster) -> None:
     message = eventually(lambda: failed_scheduling(cluster, "busy-only"), bool, what="FailedScheduling")
     assert message == (
         "0/6 nodes are available: 2 cpu load above 60%, 4 node(s) didn't match Pod's node affinity/selector."
-    )
+    ) + not_helpful(6)
 
 
 def test_a_burst_never_overcommits_and_waiting_pods_take_freed_room(
@@ -198,7 +199,7 @@ def test_a_burst_never_overcommits_and_waiting_pods_take_freed_room(
     assert max(requested.values()) <= 3900
     waiting = next(name for name in (p["metadata"]["name"] for p in pods) if name not in placed)
     message = eventually(lambda: failed_scheduling(cluster, waiting), bool, what="FailedScheduling")
-    assert message == "0/6 nodes are available: 6 Insufficient cpu."
+    assert message == "0/6 nodes are available: 6 Insufficient cpu." + no_victims(6)
     freed = sorted(placed)[:3]
     sandbox.kubectl("delete", "pod", "-n", cluster.namespace, *freed, "--wait=false")
     now_bound = eventually(
