@@ -85,6 +85,9 @@ class ClusterCache:
     # node -> uid -> pending pod nominated to it (kube's nominator): their room is held for them.
     nominated: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     nominations: dict[str, str] = field(default_factory=dict)  # uid -> node, for the above
+    # The pods promsched evicted to preempt, until they are gone: the Eviction API writes its own reason
+    # (EvictionByEvictionAPI) over the DisruptionTarget condition that marks them as preemption's.
+    preempted: set[str] = field(default_factory=set)
     csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
     storage_capacities: dict[tuple[str, str], StorageCapacityInfo] = field(default_factory=dict)
     # Claims and volumes as the scheduler assumes them while it binds a pod's volumes (kube's assume
@@ -352,6 +355,7 @@ class ClusterCache:
 
     def remove_pod(self, uid: str) -> bool:
         """The pod is gone; True when it had been counted on a node."""
+        self.preempted.discard(uid)
         return self._release(uid)
 
     def _release(self, uid: str) -> bool:

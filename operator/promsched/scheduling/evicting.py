@@ -134,6 +134,7 @@ class Evictor:
             logger.warning("Preempting for %s: evicting %s failed: %s", preemptor.key, victim.key, error)
             return False
         telemetry.preemption_evictions.labels("evicted").inc()
+        self.cache.preempted.add(victim.uid)
         self.report_preempted(victim, preemptor, node, scheduler_name)
         return True
 

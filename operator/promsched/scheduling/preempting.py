@@ -76,9 +76,15 @@ def ineligibility(
     if status is None or status.code is Code.UNRESOLVABLE:
         return ""
     for other in cache.node_pods.get(node, {}).values():
-        if may_preempt(pod, other, evictable) and other.terminating_by_preemption:
+        if may_preempt(pod, other, evictable) and _terminating_by_preemption(other, cache):
             return TERMINATING
     return ""
+
+
+def _terminating_by_preemption(pod: PodInfo, cache: ClusterCache) -> bool:
+    """Marked so by a scheduler (kube's check), or evicted by promsched's own preemption, whose mark the
+    Eviction API overwrites."""
+    return pod.terminating_by_preemption or (pod.deletion_timestamp and pod.uid in cache.preempted)
 
 
 def candidates_to_find(potential: int) -> int:

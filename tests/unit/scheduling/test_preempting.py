@@ -182,3 +182,17 @@ def test_only_evictable_pods_are_victims() -> None:
     assert [victim.name for victim in outcome.preemption.candidate.victims] == ["low-n1"]
     nowhere = decide_evenly(big("urgent", 1000), cache, evictable=lambda victim: False)
     assert nowhere.message == INSUFFICIENT + no_victims(2)
+
+
+def test_victims_of_promsched_terminating_under_the_eviction_apis_own_mark_hold_the_pod_back() -> None:
+    # The Eviction API replaces DisruptionTarget's reason with EvictionByEvictionAPI.
+    evicted = pod_object("low-n1", cpu="1500m", node_name="n1", deleting=True)
+    evicted["status"]["conditions"] = [{**PREEMPTED, "reason": "EvictionByEvictionAPI"}]
+    cache = cache_with(TWO_NODES, [PodInfo.from_object(evicted), big("low-n2", 0, "n2")])
+    urgent = nominated(cache, big("urgent", 1000), "n1")
+    # Evicted by someone else (a drain): not preemption's, so the pod may preempt again.
+    assert decide_evenly(urgent, cache).preemption.candidate is not None
+    cache.preempted.add("uid-low-n1")
+    assert decide_evenly(urgent, cache).message == INSUFFICIENT + preemption_note(TERMINATING)
+    cache.remove_pod("uid-low-n1")
+    assert cache.preempted == set()

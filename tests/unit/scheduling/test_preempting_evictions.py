@@ -109,6 +109,7 @@ async def test_the_preemptor_is_nominated_and_each_victim_marked_then_evicted(se
         ("v1", "urgent", "n1", "promsched"),
         ("v2", "urgent", "n1", "promsched"),
     ]
+    assert setup.cache.preempted == {"uid-v1", "uid-v2"}
 
 
 async def test_a_victim_already_terminating_or_marked_gets_no_second_request(setup: Setup) -> None:
