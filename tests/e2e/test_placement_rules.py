@@ -281,11 +281,9 @@ def test_a_pod_with_a_local_volume_lands_on_the_volumes_node(
         )
         assert placed["ours"] == placed["kube"] == "node-4"
         message = eventually(lambda: failed_scheduling(cluster, "waits"), bool, what="FailedScheduling")
-        assert message == (
-            "0/6 nodes are available: spec.volumes[0].persistentVolumeClaim: "
-            f'persistentvolumeclaim "later" is unbound and its StorageClass "{waiting_class}" binds it to a '
-            "volume at the first pod that uses it (volumeBindingMode WaitForFirstConsumer); binding or "
-            "provisioning volumes is not supported by promsched yet."
+        # No volume of its class, and a class without a provisioner: kube-scheduler's VolumeBinding words.
+        assert without_preemption(message) == (
+            "0/6 nodes are available: 6 node(s) didn't find available persistent volumes to bind."
         )
         assert cluster.node_of()["waits"] is None
     finally:
