@@ -104,6 +104,12 @@ def test_smaller_claims_choose_first_and_no_volume_is_given_twice() -> None:
     assert decide_evenly(using("big", "small"), one_volume).filtered == {BIND_CONFLICT: 3}
 
 
+def test_a_claim_two_volumes_use_is_bound_once() -> None:
+    cache = local_cache([waiting_claim()], [available_volume("pv-1", "n1"), available_volume("pv-2", "n1")])
+    plan = plan_for(using("data", "data"), cache, cache.nodes["n1"])
+    assert [binding.volume.name for binding in plan.bindings] == ["pv-1"]
+
+
 @pytest.mark.parametrize(
     "volume",
     [

@@ -64,17 +64,18 @@ def pod_volume_claims(pod: PodInfo, cache: ClusterCache) -> PodVolumeClaims | Re
     or must be bound by the controller first; None for a pod without claims."""
     if not pod.claims:
         return None
-    infos: list[ClaimInfo] = []
+    infos: dict[str, ClaimInfo] = {}
     for claim in pod.claims:
         info = cache.claim(pod.namespace, claim.name)
         problem = _unusable(pod, claim, info)
         if problem is not None:
             return problem
         assert info is not None
-        infos.append(info)
+        # A claim two of the pod's volumes use is bound once (kube would choose two volumes for it).
+        infos.setdefault(claim.name, info)
     bound: list[ClaimInfo] = []
     delayed: list[ClaimInfo] = []
-    for info in infos:
+    for info in infos.values():
         if info.bound:
             bound.append(info)
             continue
