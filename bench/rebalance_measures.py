@@ -28,6 +28,7 @@ class Eviction:
     pod: str
     workload: str
     at: float
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def evictions_of(events: Iterable[Mapping[str, Any]], reason: str) -> list[Evict
             continue
         pod = str((event.get("involvedObject") or {}).get("name", ""))
         if pod and pod not in seen:
-            seen[pod] = Eviction(pod, workload_of(pod), event_time(event))
+            seen[pod] = Eviction(pod, workload_of(pod), event_time(event), str(event.get("message", "")))
     return sorted(seen.values(), key=lambda eviction: (eviction.at, eviction.pod))
 
 
