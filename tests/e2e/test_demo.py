@@ -19,6 +19,7 @@ from promsched.operating.rendering import format_value
 from promsched.sandbox import demoing
 from promsched.sandbox.clusters import Sandbox
 from support.clusters import Cluster
+from support.loads import wait_for_profile_loads
 from support.polling import eventually
 
 pytestmark = pytest.mark.e2e
@@ -117,6 +118,8 @@ def test_the_demo_places_its_pods_and_explain_shows_each_ones_decision(
 
 
 def test_score_ranks_the_least_loaded_node_first(sandbox: Sandbox) -> None:
+    # The demo's pods loaded their nodes while they ran, and a 1m CPU window remembers them a while.
+    wait_for_profile_loads(sandbox)
     text = promsched(
         sandbox,
         "score",

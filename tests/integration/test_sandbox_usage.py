@@ -2,12 +2,12 @@
 promsched's own cpu and memory plugins read them from Prometheus.
 
 The exporter learns of a pod through its watch and counts it from when kwok marks it Running; a counter
-takes the usage in over its rate window, so each check polls until the window has filled.
+takes the usage in over its rate window, so each check polls until the window has filled. Loads are
+read by promsched's cpu and memory plugins' own queries, within support.loads.TOLERANCE.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.parse
 import urllib.request
@@ -17,26 +17,16 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import parse_spec
-from promsched.metrics import (
-    NodeDirectory,
-    PrometheusClient,
-    PrometheusEndpoint,
-    plan_from_policy,
-    take_snapshot,
-)
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.counters import CPUS, MEMORY_TOTAL_BYTES
 from promsched.sandbox.usages import ANNOTATION
+from support.loads import node_loads, off_by, wait_for_profile_loads
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
 NODE = "node-1"  # the fixture profiles' idlest node: room for the pods' load below 100%
 WINDOW = "20s"  # a short CPU window: the usage is taken in, and let go, within it
-# Percentage points: the simulated counters are exact, and a rate over a full window of 2 s scrapes
-# deviates by scrape jitter only.
-TOLERANCE = {"cpu": 1.5, "memory": 0.5}
 DEADLINE_SECONDS = 90.0
 GIB = 1024**3
 
@@ -51,30 +41,13 @@ def namespace(sandbox: Sandbox) -> Iterator[str]:
         sandbox.kubectl("delete", "namespace", name, "--wait=false")
 
 
-def node_loads(sandbox: Sandbox) -> dict[str, float]:
-    """NODE's cpu and memory load, by promsched's cpu and memory plugins' own queries."""
-    spec = parse_spec(
-        {
-            "schedulerName": "promsched",
-            "prometheus": {"url": sandbox.prometheus_url, "timeout": "10s"},
-            "plugins": [{"name": "cpu", "timeRange": WINDOW}, {"name": "memory", "timeRange": "0s"}],
-        }
+def settle_at(sandbox: Sandbox, expected: dict[str, float], what: str) -> None:
+    eventually(
+        lambda: off_by(node_loads(sandbox, [NODE], WINDOW), {NODE: expected}),
+        lambda misses: not misses,
+        DEADLINE_SECONDS,
+        f"{what}: {NODE} at {expected}",
     )
-
-    async def read() -> dict[str, float]:
-        endpoint = PrometheusEndpoint(sandbox.prometheus_url, timeout_seconds=10)
-        async with PrometheusClient(endpoint) as client:
-            snapshot = await take_snapshot(plan_from_policy(spec), client, NodeDirectory.of([NODE]))
-        return {name: plugin.samples[NODE].value for name, plugin in snapshot.plugins.items()}
-
-    return asyncio.run(read())
-
-
-def settle_at(sandbox: Sandbox, expected: dict[str, float], what: str) -> dict[str, float]:
-    def close(loads: dict[str, float]) -> bool:
-        return all(abs(loads[name] - value) <= TOLERANCE[name] for name, value in expected.items())
-
-    return eventually(lambda: node_loads(sandbox), close, DEADLINE_SECONDS, f"{what}: {NODE} at {expected}")
 
 
 def start_pod(
@@ -156,3 +129,5 @@ def test_pods_add_their_usage_to_their_node_and_take_it_away_when_deleted(
     eventually(
         lambda: container_series(sandbox, namespace, "stated"), lambda found: not found, what="series gone"
     )
+    # Leaves the nodes as it found them for the tests after it, whose windows may be longer.
+    wait_for_profile_loads(sandbox)
