@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,12 +109,8 @@ class PodLedger:
         if known is not None:
             self.nodes[known.node].remove(pod["metadata"]["uid"], self.clock())
 
-    def replace(self, pods: Iterable[Mapping[str, Any]]) -> None:
-        """A fresh list of every pod: pods missing from it are gone."""
-        listed = set()
-        for pod in pods:
-            listed.add(pod["metadata"]["uid"])
-            self.observe(pod)
-        for uid in set(self.running) - listed:
+    def retain(self, uids: Collection[str]) -> None:
+        """After a fresh list: the running pods it did not hold are gone."""
+        for uid in set(self.running) - set(uids):
             known = self.running.pop(uid)
             self.nodes[known.node].remove(uid, self.clock())

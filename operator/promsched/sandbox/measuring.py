@@ -47,7 +47,8 @@ def main() -> None:
         exporter = Exporter.from_state_file(state, since=time.time() - 600)
     pods = [pod(index, args.nodes) for index in range(args.pods)]
     started = time.perf_counter()
-    exporter.ledger.replace(pods)
+    for each in pods:
+        exporter.ledger.observe(each)
     taken_in = time.perf_counter() - started
     durations = []
     for _ in range(args.renders):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -38,7 +38,7 @@ class WatchExpired(Exception):
 class PodSink(Protocol):
     def observe(self, pod: Mapping[str, Any]) -> None: ...
     def forget(self, pod: Mapping[str, Any]) -> None: ...
-    def replace(self, pods: Iterable[Mapping[str, Any]]) -> None: ...
+    def retain(self, uids: Collection[str]) -> None: ...
 
 
 class PodSource(Protocol):
@@ -47,17 +47,20 @@ class PodSource(Protocol):
 
 
 async def relist(source: PodSource, sink: PodSink) -> str:
-    """List every running pod, page by page, into `sink`; returns the list's resourceVersion."""
-    pods: list[Mapping[str, Any]] = []
+    """List every running pod into `sink`, a page at a time (a page is all that is held at once), then
+    drop the pods the list no longer holds; returns the list's resourceVersion."""
+    listed: set[str] = set()
     token = ""
     while True:
         params = {**SELECTOR, "limit": str(LIST_PAGE_SIZE), **({"continue": token} if token else {})}
         page = await source.list_page(params)
-        pods += page.get("items") or []
+        for pod in page.get("items") or []:
+            listed.add(pod["metadata"]["uid"])
+            sink.observe(pod)
         metadata = page.get("metadata") or {}
         token = metadata.get("continue") or ""
         if not token:
-            sink.replace(pods)
+            sink.retain(listed)
             return str(metadata.get("resourceVersion", ""))
 
 

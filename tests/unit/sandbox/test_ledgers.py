@@ -64,7 +64,9 @@ def test_a_relist_drops_the_pods_it_no_longer_holds() -> None:
     pods, nodes, _clock = ledger("n1", "n2")
     pods.observe(running("gone", "n1"))
     pods.observe(running("kept", "n2", "cpu=2"))
-    pods.replace([running("kept", "n2", "cpu=2"), running("new", "n1", "memory=1Gi")])
+    pods.observe(running("kept", "n2", "cpu=2"))
+    pods.observe(running("new", "n1", "memory=1Gi"))
+    pods.retain({"uid-kept", "uid-new"})
     assert nodes["n1"].pod_usage == PodUsage(milli_cpu=50, memory=1024**3)
     assert nodes["n2"].pod_usage.milli_cpu == 2000
     assert set(pods.running) == {"uid-kept", "uid-new"}

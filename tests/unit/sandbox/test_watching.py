@@ -1,7 +1,7 @@
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import aiohttp
@@ -27,8 +27,8 @@ class RecordingSink:
     def forget(self, pod: Mapping[str, Any]) -> None:
         self.calls.append(("forget", pod["metadata"]["name"]))
 
-    def replace(self, pods: Iterable[Mapping[str, Any]]) -> None:
-        self.calls.append(("replace", [pod["metadata"]["name"] for pod in pods]))
+    def retain(self, uids: Collection[str]) -> None:
+        self.calls.append(("retain", sorted(uids)))
 
 
 def event(kind: str, name: str, version: str) -> dict[str, Any]:
@@ -73,10 +73,10 @@ def pages(version: str = "10") -> dict[str, dict[str, Any]]:
     }
 
 
-async def test_a_list_follows_its_pages_of_running_pods_and_replaces_what_the_sink_holds() -> None:
+async def test_a_list_follows_its_pages_of_running_pods_and_drops_what_it_no_longer_holds() -> None:
     source, sink = FakePodSource(pages(), []), RecordingSink()
     assert await relist(source, sink) == "10"
-    assert sink.calls == [("replace", ["a", "b"])]
+    assert sink.calls == [("observe", "a"), ("observe", "b"), ("retain", ["uid-a", "uid-b"])]
     assert source.lists[0]["fieldSelector"] == "status.phase=Running"
     assert source.lists[1]["continue"] == "next"
 
@@ -110,7 +110,8 @@ async def test_an_ended_watch_resumes_an_expired_one_lists_again_and_a_broken_on
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert [params["resourceVersion"] for params in source.watched] == ["30", "11", "11", "30"]
-    assert sink.calls == [("replace", ["a", "b"]), ("observe", "c"), ("replace", ["a", "b"])]
+    listed = [("observe", "a"), ("observe", "b"), ("retain", ["uid-a", "uid-b"])]
+    assert sink.calls == [*listed, ("observe", "c"), *listed]
 
 
 @pytest.mark.parametrize("status", [500, 403])
@@ -150,4 +151,4 @@ async def test_the_api_source_reads_a_watch_stream_line_by_line_however_it_is_cu
             assert await watch_once(source, sink, version) == "2"
         finally:
             await source.close()
-    assert sink.calls == [("replace", []), ("observe", "pod-0"), ("observe", "pod-1"), ("observe", "pod-2")]
+    assert sink.calls == [("retain", []), ("observe", "pod-0"), ("observe", "pod-1"), ("observe", "pod-2")]
