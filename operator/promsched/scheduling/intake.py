@@ -32,16 +32,13 @@ import aiohttp
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
-from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
 from promsched.scheduling.resources import Resources
-from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
+from promsched.scheduling.secondary_kinds import SecondaryKinds
 from promsched.scheduling.versions import Versions, version_of
-from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +99,6 @@ def _has_interpod_rules(waiting: PodInfo) -> bool:
     return bool(waiting.pod_affinity or waiting.spread_constraints)
 
 
-def _uses_claims(waiting: PodInfo) -> bool:
-    return bool(waiting.claims)
-
-
 def _scaled_down(before: Resources, after: Resources) -> bool:
     """Whether `after` requests less of some resource than `before`."""
     return after.max_per_resource(before) != after
@@ -145,20 +138,21 @@ class Intake:
         self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
         self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self.synced = asyncio.Event()  # set once every kind has been listed
+        storage = SecondaryKinds(cache, queue)
         kinds = (
             Kind("nodes", "/api/v1/nodes", self._apply_node),
             Kind("namespaces", "/api/v1/namespaces", self._apply_namespace),
-            Kind("persistentvolumes", "/api/v1/persistentvolumes", self._apply_volume),
-            Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._apply_claim),
-            Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._apply_storage_class),
-            Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", self._apply_csi_node),
-            Kind("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", self._apply_attachment),
-            Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self._apply_budget),
-            Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", self._apply_csi_driver),
+            Kind("persistentvolumes", "/api/v1/persistentvolumes", storage.apply_volume),
+            Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", storage.apply_claim),
+            Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", storage.apply_storage_class),
+            Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", storage.apply_csi_node),
+            Kind("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", storage.apply_attachment),
+            Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", storage.apply_budget),
+            Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", storage.apply_csi_driver),
             Kind(
                 "csistoragecapacities",
                 "/apis/storage.k8s.io/v1/csistoragecapacities",
-                self._apply_storage_capacity,
+                storage.apply_storage_capacity,
             ),
             Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True),
         )
@@ -297,98 +291,6 @@ class Intake:
         elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
             self.queue.move_all_to_active(
                 "namespace relabelled", ClusterEvent.NAMESPACE_UPDATED, only=_has_interpod_rules
-            )
-
-    def _apply_claim(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-        if deleted:
-            self.cache.remove_claim(namespace, name)
-            return
-        if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
-            self.queue.move_all_to_active(
-                "claim changed",
-                ClusterEvent.CLAIM_CHANGED,
-                only=lambda waiting: (
-                    waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
-                ),
-            )
-
-    def _apply_attachment(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if not deleted:
-            try:
-                self.cache.upsert_attachment(VolumeAttachmentInfo.from_object(obj))
-                return
-            except ValueError as error:
-                logger.warning("VolumeAttachment %s ignored: %s", name, error)
-        if self.cache.remove_attachment(name):
-            # kube's hint: a volume detached may make room for a pod with claims.
-            self.queue.move_all_to_active("volume detached", ClusterEvent.VOLUME_DETACHED, only=_uses_claims)
-
-    def _apply_csi_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if deleted:
-            self.cache.remove_csi_node(name)
-            return
-        try:
-            csi_node = CSINodeInfo.from_object(obj)
-        except ValueError as error:
-            logger.warning("CSINode %s ignored (its node has no attach limits): %s", name, error)
-            self.cache.remove_csi_node(name)
-            return
-        if self.cache.upsert_csi_node(csi_node):
-            self.queue.move_all_to_active("CSINode changed", ClusterEvent.CSI_NODE_CHANGED, only=_uses_claims)
-
-    def _apply_volume(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if deleted:
-            self.cache.remove_volume(name)
-        elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
-            self.queue.move_all_to_active("volume changed", ClusterEvent.VOLUME_CHANGED, only=_uses_claims)
-
-    def _apply_storage_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if deleted:
-            self.cache.remove_storage_class(name)
-        elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
-            self.queue.move_all_to_active(
-                "storage class changed", ClusterEvent.STORAGE_CLASS_CHANGED, only=_uses_claims
-            )
-
-    def _apply_csi_driver(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        if deleted:
-            self.cache.remove_csi_driver(name)
-        elif self.cache.upsert_csi_driver(CSIDriverInfo.from_object(obj)):
-            self._storage_capacity_changed()
-
-    def _apply_storage_capacity(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata", {})
-        if deleted:
-            self.cache.remove_storage_capacity(metadata.get("namespace", ""), metadata.get("name", ""))
-        elif self.cache.upsert_storage_capacity(StorageCapacityInfo.from_object(obj)):
-            self._storage_capacity_changed()
-
-    def _storage_capacity_changed(self) -> None:
-        self.queue.move_all_to_active(
-            "storage capacity changed", ClusterEvent.STORAGE_CAPACITY_CHANGED, only=_uses_claims
-        )
-
-    def _apply_budget(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        # Read by preemption only, which no event requeues for (kube's DefaultPreemption registers none).
-        metadata = obj.get("metadata", {})
-        if deleted:
-            self.cache.remove_budget(metadata.get("namespace", ""), metadata.get("name", ""))
-            return
-        try:
-            self.cache.upsert_budget(DisruptionBudget.from_object(obj))
-        except ValueError as error:
-            logger.warning(
-                "PodDisruptionBudget %s/%s ignored: %s",
-                metadata.get("namespace"),
-                metadata.get("name"),
-                error,
             )
 
     # ----- lists ----------------------------------------------------------------------------------
