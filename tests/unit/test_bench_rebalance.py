@@ -39,11 +39,11 @@ TRACE = generate(TraceSettings(nodes=20, minutes=4, seed=3, services_ramp=SERVIC
 
 def test_a_drift_doubles_cpu_up_to_the_cap_and_never_lowers_it_and_the_sandbox_reads_it() -> None:
     base = Usage(cpu_milli=300, memory_bytes=1024, disk_busy=1.0, network=10.0)
-    assert drifted(base).cpu_milli == 600
-    assert drifted(base).memory_bytes == 1024
-    assert drifted(Usage(1000, 1, 1.0, 1.0)).cpu_milli == DRIFT_CAP_MILLI
-    assert drifted(Usage(2000, 1, 1.0, 1.0)).cpu_milli == 2000
-    assert parse_usage(drifted(base).annotation()).milli_cpu == 600
+    assert drifted(base, 2.0).cpu_milli == 600
+    assert drifted(base, 2.0).memory_bytes == 1024
+    assert drifted(Usage(1000, 1, 1.0, 1.0), 2.0).cpu_milli == DRIFT_CAP_MILLI
+    assert drifted(Usage(2000, 1, 1.0, 1.0), 2.0).cpu_milli == 2000
+    assert parse_usage(drifted(base, 2.0).annotation()).milli_cpu == 600
 
 
 def test_a_third_of_the_services_drift_the_same_ones_for_the_same_seed() -> None:
@@ -74,6 +74,8 @@ def test_the_drift_must_come_after_every_service_arrived_and_before_the_end() ->
     for drift in ("1", "8"):
         with pytest.raises(SystemExit):
             _parse_args(["--minutes", "8", "--drift-at", drift])
+    with pytest.raises(SystemExit):
+        _parse_args(["--drift-factor", "0.5"])
 
 
 def test_a_pod_belongs_to_the_replicaset_its_name_was_generated_from() -> None:
