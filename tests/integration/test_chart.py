@@ -738,6 +738,11 @@ ALLOWED = [
     ("watch", "persistentvolumeclaims", "cluster"),
     ("watch", "persistentvolumes", "cluster"),
     ("watch", "storageclasses.storage.k8s.io", "cluster"),
+    ("watch", "csidrivers.storage.k8s.io", "cluster"),
+    ("watch", "csistoragecapacities.storage.k8s.io", "cluster"),
+    # VolumeBinding's PreBind: a volume's claimRef, a claim's selected node.
+    ("patch", "persistentvolumes", "cluster"),
+    ("patch", "persistentvolumeclaims", "work"),
     ("watch", "csinodes.storage.k8s.io", "cluster"),
     ("watch", "volumeattachments.storage.k8s.io", "cluster"),
     ("create", "leases.coordination.k8s.io", "release"),
@@ -786,6 +791,8 @@ DENIED = [
     ("list", "configmaps", "cluster"),
     ("patch", "namespaces", "cluster"),
     ("update", "persistentvolumeclaims", "work"),
+    ("update", "persistentvolumes", "cluster"),
+    ("create", "persistentvolumes", "cluster"),
     ("delete", "persistentvolumes", "cluster"),
     ("list", "customresourcedefinitions.apiextensions.k8s.io", "cluster"),
     ("create", "serviceaccounts/token", "release"),
@@ -829,7 +836,12 @@ def test_with_namespaces_set_the_writes_are_granted_in_those_namespaces_only(
     user = f"system:serviceaccount:{release_namespace}:scoped-promsched"
     sandbox.kubectl("apply", "-f", "-", input=rbac)
     try:
-        writes = (("create", "pods/binding"), ("patch", "pods/status"), ("create", "events.events.k8s.io"))
+        writes = (
+            ("create", "pods/binding"),
+            ("patch", "pods/status"),
+            ("create", "events.events.k8s.io"),
+            ("patch", "persistentvolumeclaims"),
+        )
         for verb, resource in writes:
             assert _can_i(sandbox, user, verb, resource, "-n", scheduled), f"{verb} {resource} in {scheduled}"
             assert not _can_i(sandbox, user, verb, resource, "-n", other), f"{verb} {resource} in {other}"
