@@ -1,13 +1,15 @@
 """Trimaran, built from the pinned scheduler-plugins module, schedules on a sandbox from its Prometheus.
 
-A sandbox of its own with a known skew: node CPU 35%, 5%, 10% and 60% of 4 cores, memory low and even,
-so the CPU decides. The pod requests 200m (5% of a node) without a limit; the sample configuration
+A sandbox of its own with a known skew: node CPU 32%, 5%, 10%, 60% and 38% of 4 cores, memory low and
+even, so the CPU decides. The pod requests 200m (5% of a node) without a limit; the sample configuration
 predicts it at its request (multiplier 1). TargetLoadPacking (target 40%) scores a node whose predicted
-CPU p is at most 40 as 40 + 60p/40: node-0 reaches 40 and scores 100, node-2 (15%) 62.5, node-1 (10%)
-55; node-3 (65%) gets 40(100-65)/60 = 23. LoadVariationRiskBalancing scores 100(1 - (mu + sigma)/2) with
-mu the predicted share and sigma ~0 for steady loads: node-1 (10%) scores 95, highest. Both differ from
-each other and from a spread by requests (every node is empty of pods), so a plugin that did not read the
-metrics could not pass.
+CPU p is at most 40 as 40 + 60p/40, and above it 40(100 - p)/60: node-0 (37%) scores 95.5, node-2 (15%)
+62.5, node-1 (10%) 55, node-4 (43%, pushed past the target by the pod although nearest it before) 38,
+node-3 (65%) 23. No node is predicted at the target itself, where the score drops from 100 to 40: the
+rule's rate is exact only to a few parts per million. LoadVariationRiskBalancing scores
+100(1 - (mu + sigma)/2) with mu the predicted share of allocatable CPU and sigma ~0 for steady loads:
+node-1 scores 95, highest. Both choices differ from each other and from a spread by requests (no node
+has pods), so a plugin that did not read the metrics could not pass.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from support.polling import eventually
 
 pytestmark = pytest.mark.integration
 
-NODE_CPU = {"node-0": 35, "node-1": 5, "node-2": 10, "node-3": 60}
+NODE_CPU = {"node-0": 32, "node-1": 5, "node-2": 10, "node-3": 60, "node-4": 38}
 PROFILES = {
     "default": {"cpu": 5, "memory": 5, "diskBusy": 5, "diskUsed": 20},
     "nodes": {node: {"cpu": cpu} for node, cpu in NODE_CPU.items()},
