@@ -64,10 +64,11 @@ def local_volume(name: str, node: str, storage_class: str, **spec: Any) -> dict[
 
 
 def claim(cluster: Cluster, name: str, storage_class: str, size: str = "1Gi") -> dict[str, Any]:
+    # An annotation of its own: without any, kube reads a removed selected node as "annotation reset".
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": cluster.namespace},
+        "metadata": {"name": name, "namespace": cluster.namespace, "annotations": {"e2e": "claim"}},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": size}},
@@ -167,10 +168,16 @@ def test_a_stateful_set_with_local_volumes_on_two_nodes_places_two_replicas_ther
 
 class Provisioner:
     """Provisions the claims of `storage_class` given a selected node, as an external provisioner
-    does: a volume of the claim's size reachable from that node, its claimRef naming the claim."""
+    does: a volume of the claim's size reachable from that node, its claimRef naming the claim. With
+    `refuse_first`, it first gives up on each claim, as a provisioner that failed: it removes the
+    selected node."""
 
-    def __init__(self, sandbox: Sandbox, cluster: Cluster, storage_class: str) -> None:
+    def __init__(
+        self, sandbox: Sandbox, cluster: Cluster, storage_class: str, *, refuse_first: bool = False
+    ) -> None:
         self.sandbox, self.cluster, self.storage_class = sandbox, cluster, storage_class
+        self.refuse_first = refuse_first
+        self.refused: set[str] = set()
         self.created: list[str] = []
         self.selected: dict[str, str] = {}  # claim -> the node it was provisioned for
         self.stop = threading.Event()
@@ -192,6 +199,11 @@ class Provisioner:
                 if node is None or spec.get("volumeName") or name in self.selected:
                     continue
                 if spec.get("storageClassName") != self.storage_class:
+                    continue
+                if self.refuse_first and name not in self.refused:
+                    self.refused.add(name)
+                    annotate = ("annotate", "pvc", name, f"{SELECTED_NODE}-", "-n", self.cluster.namespace)
+                    self.sandbox.kubectl(*annotate)
                     continue
                 volume = f"pvc-{item['metadata']['uid']}"
                 ref = {"namespace": self.cluster.namespace, "name": name, "uid": item["metadata"]["uid"]}
@@ -315,3 +327,44 @@ def test_a_pod_whose_bound_local_volume_is_elsewhere_is_told_as_kube_tells_it(
     finally:
         sandbox.kubectl("delete", "namespace", cluster.namespace, "--ignore-not-found", "--timeout=180s")
         sandbox.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+
+
+def test_a_provisioner_that_gives_up_sends_the_pod_back_and_it_is_placed_on_the_retry(
+    sandbox: Sandbox, cluster: Cluster, kube_scheduler: str
+) -> None:
+    cluster.policy(CPU)
+    provisioner_name = f"{cluster.namespace}.e2e.promsched.io"
+    storage_class = f"flaky-{cluster.namespace}"
+    topologies = [{"matchLabelExpressions": [{"key": HOSTNAME, "values": ["node-4"]}]}]
+    provisioner = Provisioner(sandbox, cluster, storage_class, refuse_first=True)
+    messages = {}
+    try:
+        create(cluster, waiting_class(storage_class, provisioner_name, allowedTopologies=topologies))
+        with provisioner:
+            for prefix, scheduler in (("ours", cluster.scheduler_name), ("kube", kube_scheduler)):
+                uses = [{"name": "d", "persistentVolumeClaim": {"claimName": f"{prefix}-data"}}]
+                create(
+                    cluster,
+                    claim(cluster, f"{prefix}-data", storage_class),
+                    pod(cluster, prefix, {"app": prefix}, scheduler, volumes=uses),
+                )
+                placed = eventually(
+                    cluster.node_of, lambda p, prefix=prefix: bool(p.get(prefix)), what=f"{prefix} bound"
+                )
+                assert placed[prefix] == "node-4"
+                assert f"{prefix}-data" in provisioner.refused
+                messages[prefix] = eventually(
+                    lambda prefix=prefix: failed_scheduling(cluster, prefix),
+                    bool,
+                    what=f"{prefix} FailedScheduling",
+                )
+        expected = (
+            'running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC "{}-data"'
+        )
+        assert messages["kube"] == expected.format("kube")
+        assert messages["ours"] == expected.format("ours")
+    finally:
+        sandbox.kubectl("delete", "namespace", cluster.namespace, "--ignore-not-found", "--timeout=180s")
+        if provisioner.created:
+            sandbox.kubectl("delete", "pv", *provisioner.created, "--ignore-not-found", "--wait=false")
+        sandbox.kubectl("delete", "storageclass", storage_class, "--ignore-not-found")
