@@ -130,7 +130,7 @@ def test_score_ranks_the_least_loaded_node_first(sandbox: Sandbox) -> None:
         "--pod",
         str(EXAMPLES / "deployment.yaml"),
     )
-    assert "result   promsched would bind the pod to node-1 (dry run: nothing is bound)" in text
+    assert "result    promsched would bind the pod to node-1 (dry run: nothing is bound)" in text
     rows = table_rows(text)
     assert (rows[1][0], rows[-1][0]) == ("node-1 *", "node-0")
     assert "Problems:" not in text

@@ -745,6 +745,9 @@ ALLOWED = [
     ("patch", "persistentvolumeclaims", "work"),
     ("watch", "csinodes.storage.k8s.io", "cluster"),
     ("watch", "volumeattachments.storage.k8s.io", "cluster"),
+    # Preemption and rebalancing evict through the Eviction API; preemption weighs disruption budgets.
+    ("create", "pods/eviction", "work"),
+    ("watch", "poddisruptionbudgets.policy", "cluster"),
     ("create", "leases.coordination.k8s.io", "release"),
     ("get", "leases.coordination.k8s.io LEASE", "release"),
     ("update", "leases.coordination.k8s.io LEASE", "release"),
@@ -757,7 +760,6 @@ DENIED = [
     ("patch", "pods", "work"),
     ("update", "pods", "work"),
     ("deletecollection", "pods", "work"),
-    ("create", "pods/eviction", "work"),
     ("create", "pods/exec", "work"),
     ("update", "pods/status", "work"),
     ("patch", "nodes", "cluster"),

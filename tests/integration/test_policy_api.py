@@ -375,8 +375,16 @@ def test_status_subresource_round_trips_and_fills_the_columns(api: Sandbox, new_
         node,
     ]
     wide_header, wide_row = api.kubectl("get", "schedulingpolicies", name, "-o", "wide").stdout.splitlines()
-    assert wide_header.split()[-4:] == ["MODE", "ERRORS", "OBSERVED-GEN", "GENERATION"]
-    assert wide_row.split()[-4:] == ["Enforce", "1", "1", "1"]
+    assert wide_header.split()[-6:] == [
+        "MODE",
+        "ERRORS",
+        "OBSERVED-GEN",
+        "GENERATION",
+        "REBALANCE",
+        "HOT-NODES",
+    ]
+    # HOT-NODES stays blank while rebalancing is Off: no status.rebalance.
+    assert wide_row.split()[-5:] == ["Enforce", "1", "1", "1", "Off"]
 
 
 def test_status_is_not_writable_through_the_main_resource(api: Sandbox, new_name: NewName) -> None:
