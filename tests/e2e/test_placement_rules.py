@@ -8,24 +8,28 @@ tests/fixtures/profiles.yaml: node-1 is the least loaded, node-0 the busiest.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
 from support.clusters import Cluster
+from support.differential import (
+    CPU,
+    HOSTNAME,
+    ZONE,
+    create,
+    failed_scheduling,
+    in_nodes,
+    pod,
+    without_preemption,
+)
 from support.polling import eventually
 from support.preemption import found, preemption_note
 
 pytestmark = pytest.mark.e2e
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 ZONES = {
     "node-0": "zone-a",
     "node-1": "zone-b",
@@ -34,7 +38,6 @@ ZONES = {
     "node-4": "zone-b",
     "node-5": "zone-c",
 }
-CPU = [{"name": "cpu", "weight": 1, "timeRange": "1m"}]
 # Every node scores the same: node_uname_info is 1 for each, on a 0..2 scale.
 EQUAL_LOAD = [
     {
@@ -48,75 +51,8 @@ EQUAL_LOAD = [
 ]
 
 
-@pytest.fixture(scope="module")
-def kube_scheduler(sandbox: Sandbox) -> Iterator[str]:
-    """The sandbox's own kube-scheduler, serving a scheduler name of its own; yields that name."""
-    name = f"kube-scheduler-{uuid.uuid4().hex[:6]}"
-    config = sandbox.directory / f"{name}.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": str(sandbox.kubeconfig)},
-                "leaderElection": {"leaderElect": False},
-                "profiles": [{"schedulerName": name}],
-            }
-        )
-    )
-    supervisor = Supervisor(sandbox.directory)
-    supervisor.spawn(name, [sandbox.binary("kube-scheduler"), f"--config={config}", "--secure-port=0"])
-    try:
-        yield name
-    finally:
-        supervisor.stop(name)
-        config.unlink(missing_ok=True)
-
-
-def pod(
-    cluster: Cluster, name: str, labels: dict[str, str], scheduler: str = "", cpu: str = "100m", **spec: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels},
-        "spec": {
-            "schedulerName": scheduler or cluster.scheduler_name,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ],
-            **spec,
-        },
-    }
-
-
-def create(cluster: Cluster, *documents: dict[str, Any]) -> None:
-    cluster.sandbox.kubectl(
-        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(documents)})
-    )
-
-
-def in_nodes(key: str, *values: str) -> dict[str, Any]:
-    term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
-    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
-
-
 def placement(cluster: Cluster, prefix: str) -> dict[str, str | None]:
     return {name: node for name, node in cluster.node_of().items() if name.startswith(prefix)}
-
-
-def failed_scheduling(cluster: Cluster, pod_name: str) -> str:
-    messages = [e["message"] for e in cluster.events(pod_name) if e["reason"] == "FailedScheduling"]
-    return messages[-1] if messages else ""
-
-
-def without_preemption(message: str) -> str:
-    """kube's text up to its preemption report, which promsched's differs from."""
-    return message.split(" preemption:")[0]
 
 
 def replicas(

@@ -14,16 +14,14 @@ import json
 from typing import Any
 
 import pytest
-from test_placement_rules import CPU, HOSTNAME, create, failed_scheduling, in_nodes, kube_scheduler, pod
 
 from promsched.sandbox.clusters import Sandbox
 from support.clusters import Cluster
+from support.differential import CPU, HOSTNAME, create, failed_scheduling, in_nodes, pod
 from support.polling import eventually
 from support.preemption import found, preemption_note
 
 pytestmark = pytest.mark.e2e
-
-__all__ = ["kube_scheduler"]  # the fixture, shared with the placement rules' comparisons
 
 CANDIDATE_NODES = ("node-0", "node-1", "node-2")
 # (name, node, priority class, cpu, labels): what the three candidate nodes run.

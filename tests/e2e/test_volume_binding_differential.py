@@ -13,22 +13,18 @@ import json
 import threading
 from typing import Any
 
-from test_placement_rules import (  # the sandbox's kube-scheduler and the pod helpers of the e2e tier
+from promsched.sandbox.clusters import Sandbox
+from support.clusters import Cluster
+from support.differential import (
     CPU,
     HOSTNAME,
     ZONE,
     create,
     failed_scheduling,
-    kube_scheduler,
     pod,
     without_preemption,
 )
-
-from promsched.sandbox.clusters import Sandbox
-from support.clusters import Cluster
 from support.polling import eventually
-
-__all__ = ["kube_scheduler"]  # a fixture of this module too
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"

@@ -12,21 +12,17 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from test_placement_rules import (  # the sandbox's kube-scheduler and the pod helpers of the e2e tier
+from promsched.sandbox.clusters import Sandbox
+from support.clusters import Cluster
+from support.differential import (
     CPU,
     HOSTNAME,
     create,
     failed_scheduling,
-    kube_scheduler,
     pod,
     without_preemption,
 )
-
-from promsched.sandbox.clusters import Sandbox
-from support.clusters import Cluster
 from support.polling import eventually
-
-__all__ = ["kube_scheduler"]  # a fixture of this module too
 
 DRIVER = "e2e.csi.promsched.io"
 SCHEDULERS = ("ours", "kube")
