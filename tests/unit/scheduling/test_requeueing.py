@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from promsched.kube.requests import Request
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.queues import Where
 from promsched.scheduling.schedulers import Scheduler
 from support.objects import ZONE, claim_object, pod, pod_object
 from support.placement import affinity, anti_affinity, required_term
+from support.queueing import NoSender, park, retried
 
 DB = {"app": "db"}
-
-
-class NoSender:
-    async def send(self, request: Request) -> Any:
-        raise AssertionError(f"nothing should be sent: {request.method} {request.path}")
 
 
 @pytest.fixture
 def scheduler() -> Scheduler:
     return Scheduler(NoSender())
-
-
-def park(scheduler: Scheduler, *pods: PodInfo) -> None:
-    for waiting in pods:
-        scheduler.queue.remove(waiting.uid)
-        scheduler.queue.add_or_update(waiting)
-        entry = scheduler.queue.pop_nowait()
-        assert entry is not None
-        scheduler.queue.unschedulable(entry.pod.uid)
-
-
-def retried(scheduler: Scheduler) -> set[str]:
-    return {
-        entry.pod.name for entry in scheduler.queue.entries.values() if entry.where is not Where.UNSCHEDULABLE
-    }
 
 
 def using(claim: str, name: str) -> PodInfo:

@@ -12,7 +12,6 @@ from promsched.scheduling.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachm
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits, VolumeLimitsCheck
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.queues import Where
 from promsched.scheduling.resources import FieldError
 from promsched.scheduling.schedulers import Scheduler
 from promsched.scheduling.storage_capacities import CSIDriverInfo
@@ -29,6 +28,7 @@ from support.objects import (
     volume_object,
 )
 from support.placement import cache_with, decide_evenly
+from support.queueing import NoSender, park, retried
 
 EBS = "ebs.csi.aws.com"
 NODES = [node("n1"), node("n2")]
@@ -212,35 +212,15 @@ def test_csinode_parsing() -> None:
         )
 
 
-class NoSender:
-    async def send(self, request: Any) -> Any:
-        raise AssertionError(f"nothing should be sent: {request.method} {request.path}")
-
-
-def parked(scheduler: Scheduler, *pods: PodInfo) -> None:
-    for waiting in pods:
-        scheduler.queue.remove(waiting.uid)
-        scheduler.queue.add_or_update(waiting)
-        entry = scheduler.queue.pop_nowait()
-        assert entry is not None
-        scheduler.queue.unschedulable(entry.pod.uid)
-
-
-def retried(scheduler: Scheduler) -> set[str]:
-    return {
-        entry.pod.name for entry in scheduler.queue.entries.values() if entry.where is not Where.UNSCHEDULABLE
-    }
-
-
 def test_a_csinode_added_or_allowing_more_retries_pods_with_claims() -> None:
     scheduler = Scheduler(NoSender())
-    parked(scheduler, using("a"), pod("plain"))
+    park(scheduler, using("a"), pod("plain"))
     scheduler.on_csi_node(
         "ADDED",
         csi_node_object("n1", ebs_csi_aws_com=2) | {"metadata": {"name": "n1", "resourceVersion": "1"}},
     )
     assert retried(scheduler) == {"app"}
-    parked(scheduler, using("a"))
+    park(scheduler, using("a"))
     lowered = csi_node_object("n1", ebs_csi_aws_com=1) | {"metadata": {"name": "n1", "resourceVersion": "2"}}
     scheduler.on_csi_node("MODIFIED", lowered)
     assert retried(scheduler) == set()
@@ -254,7 +234,7 @@ def test_a_csinode_added_or_allowing_more_retries_pods_with_claims() -> None:
 def test_a_volume_detached_retries_pods_with_claims() -> None:
     scheduler = Scheduler(NoSender())
     scheduler.on_volume_attachment("ADDED", attachment("a"))
-    parked(scheduler, using("a"), pod("plain"))
+    park(scheduler, using("a"), pod("plain"))
     assert retried(scheduler) == set()
     scheduler.on_volume_attachment("DELETED", attachment("a"))
     assert retried(scheduler) == {"app"}
@@ -266,7 +246,7 @@ def test_a_resize_that_lowers_a_bound_pods_requests_retries_parked_pods_and_free
     scheduler.on_node("ADDED", node_object("n1"))
     running = pod_object("big", node_name="n1", cpu="3")
     scheduler.on_pod("ADDED", running)
-    parked(scheduler, pod("waiting", cpu="2"))
+    park(scheduler, pod("waiting", cpu="2"))
     resized = {**running, "metadata": {**running["metadata"], "resourceVersion": "2"}}
     resized["status"] = {
         **running["status"],
