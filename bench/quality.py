@@ -30,6 +30,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -439,23 +440,36 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
         "runs": [],
     }
     started = time.monotonic()
-    try:
-        report(f"== {nodes} nodes: starting a sandbox in {directory}")
-        sandbox = launching.up(
-            directory, nodes=nodes, profiles_file=profiles_file, history=settings.history, report=report
-        )
-        credentials = from_kubeconfig(sandbox.kubeconfig)
-        install_crd(sandbox)
+    with sandbox_for_trace(
+        directory, nodes, profiles_file, settings.history, settings.out / "logs-quality", report
+    ) as (
+        sandbox,
+        credentials,
+    ):
         results["sandbox_up_s"] = time.monotonic() - started
         for variant in settings.schedulers:
             results["runs"].append(run_one(sandbox, credentials, variant, trace, profiles, settings, report))
             results["wall_s"] = time.monotonic() - started
             quality_reporting.write(results, settings.out, plots_too=False)
-    finally:
-        report(f"== {nodes} nodes: stopping the sandbox")
-        stop_sandbox(directory, settings.out / "logs-quality")
     results["wall_s"] = time.monotonic() - started
     return results
+
+
+@contextlib.contextmanager
+def sandbox_for_trace(
+    directory: Path, nodes: int, profiles_file: Path, history: float, logs: Path, report: Report
+) -> Iterator[tuple[Sandbox, Credentials]]:
+    """A sandbox of `nodes` with the CRD installed and its credentials; stopped (logs kept) at the end."""
+    try:
+        report(f"== {nodes} nodes: starting a sandbox in {directory}")
+        sandbox = launching.up(
+            directory, nodes=nodes, profiles_file=profiles_file, history=history, report=report
+        )
+        install_crd(sandbox)
+        yield sandbox, from_kubeconfig(sandbox.kubeconfig)
+    finally:
+        report(f"== {nodes} nodes: stopping the sandbox")
+        stop_sandbox(directory, logs)
 
 
 def _parse_args(argv: list[str] | None) -> Settings:

@@ -48,7 +48,6 @@ from bench.benchmark import (
     report_line,
     revision,
     start_variant,
-    stop_sandbox,
     terminate,
 )
 from bench.quality_measures import CPU_HOT, node_measures
@@ -62,14 +61,12 @@ from bench.rebalance_measures import (
     repeat_evicted,
     short_samples,
 )
-from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.components import SANDBOX_RELEASE
-from promsched.sandbox.demoing import install_crd, wait_for_metrics
+from promsched.sandbox.demoing import wait_for_metrics
 from promsched.sandbox.supervising import Supervisor
 
 VARIANT = Variant("promsched", "promsched, estimation on", "promsched", 50, 100)
@@ -343,20 +340,15 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
         "runs": [],
     }
     started = time.monotonic()
-    try:
-        report(f"== {nodes} nodes: starting a sandbox in {directory}")
-        sandbox = launching.up(
-            directory, nodes=nodes, profiles_file=profiles_file, history=settings.history, report=report
-        )
-        credentials = from_kubeconfig(sandbox.kubeconfig)
-        install_crd(sandbox)
+    logs = settings.out / "logs-rebalance"
+    with quality.sandbox_for_trace(directory, nodes, profiles_file, settings.history, logs, report) as (
+        sandbox,
+        credentials,
+    ):
         for mode in MODES:
             results["runs"].append(run_mode(sandbox, credentials, mode, trace, profiles, settings, report))
             results["wall_s"] = time.monotonic() - started
             rebalance_reporting.write(results, settings.out, plots_too=False)
-    finally:
-        report(f"== {nodes} nodes: stopping the sandbox")
-        stop_sandbox(directory, settings.out / "logs-rebalance")
     results["wall_s"] = time.monotonic() - started
     return results
 
