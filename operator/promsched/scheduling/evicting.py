@@ -3,11 +3,12 @@ executor does (asynchronously, so the scheduling loop never waits on it).
 
 The preemptor's room is held in memory at once (the cache's nominations, kube's nominator), then:
 status.nominatedNodeName is patched on it; lower-priority pods nominated to the same node lose their
-nomination (they may no longer fit there); each victim not already terminating gets the
-DisruptionTarget condition (PreemptionByScheduler, kube's message) and is evicted, and a Preempted
-event names its preemptor. Unlike kube-scheduler, which deletes its victims, promsched goes through the
-Eviction API, so the API server still enforces PodDisruptionBudgets: a victim it refuses (429) stays,
-and the preemptor is retried after its backoff, as kube retries a preemptor whose preemption failed.
+nomination (they may no longer fit there) and, if parked, are retried at once; each victim not already
+terminating gets the DisruptionTarget condition (PreemptionByScheduler, kube's message) and is
+evicted, and a Preempted event names its preemptor. Unlike kube-scheduler, which deletes its victims,
+promsched goes through the Eviction API, so the API server still enforces PodDisruptionBudgets: a
+victim it refuses (429) stays, and the preemptor is retried after its backoff, as kube retries a
+preemptor whose preemption failed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.nominations import nominated_below
 from promsched.scheduling.pods import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, PodInfo
 from promsched.scheduling.preemption_candidates import Candidate
 from promsched.scheduling.queues import SchedulingQueue
@@ -67,14 +69,13 @@ class Evictor:
 
     def preempt(self, pod: PodInfo, candidate: Candidate, scheduler_name: str) -> None:
         node = candidate.node
-        held = self.cache.nominated.get(node, {})
-        # kube's getLowerPriorityNominatedPods: they may no longer fit there once `pod` is.
-        displaced = [
-            other for other in held.values() if other.priority < pod.priority and other.uid != pod.uid
-        ]
+        displaced = nominated_below(pod, self.cache, node)
         self.cache.nominate(pod, node)
         for other in displaced:
             self.cache.nominate(other, "")
+        # Their own update (the cleared nomination) is no event the queue acts on: retry them now,
+        # as kube's queue does on that update, so they look for another node instead of waiting.
+        self.queue.retry(other.uid for other in displaced)
         logger.info(
             "Preempting for %s on %s: %s",
             pod.key,

@@ -28,6 +28,15 @@ def nominated_before(pod: PodInfo, cache: ClusterCache, node: str) -> list[PodIn
     return [other for other in held.values() if other.uid != pod.uid and other.priority >= pod.priority]
 
 
+def nominated_below(pod: PodInfo, cache: ClusterCache, node: str) -> list[PodInfo]:
+    """The other pods nominated to `node` whose priority is below `pod`'s (kube's
+    getLowerPriorityNominatedPods): once `pod` is nominated there, they may no longer fit."""
+    held = cache.nominated.get(node)
+    if not held:
+        return []
+    return [other for other in held.values() if other.uid != pod.uid and other.priority < pod.priority]
+
+
 def filter_node(
     pod: PodInfo,
     node: NodeInfo,

@@ -20,7 +20,7 @@ import dataclasses
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -182,6 +182,19 @@ class SchedulingQueue:
         entry = QueuedPod(pod, added_at=added_at, attempts=attempts)
         self.entries[pod.uid] = entry
         self._push_backoff(entry)
+
+    def retry(self, uids: Iterable[str]) -> int:
+        """These pods changed in a way no filter's event covers (a preemptor took the node they were
+        nominated to, so their nomination was cleared): the parked ones get another try, through backoff
+        if theirs is not over, as kube requeues an unschedulable pod on its update."""
+        moved = 0
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is not None and entry.where is Where.UNSCHEDULABLE:
+                self._push_backoff(entry, since=entry.parked_at)
+                moved += 1
+        self._flush_backoff(self.clock())
+        return moved
 
     def move_all_to_active(
         self,

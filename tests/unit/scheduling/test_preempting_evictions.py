@@ -14,7 +14,8 @@ from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.evicting import Evictor
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preemption_candidates import Candidate
-from promsched.scheduling.queues import SchedulingQueue, Where
+from promsched.scheduling.queues import MAX_BACKOFF, SchedulingQueue, Where
+from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import node, pod, pod_object
 from support.placement import cache_with
@@ -28,10 +29,10 @@ CONDITION = {
 
 
 class Setup:
-    def __init__(self, cache: ClusterCache) -> None:
+    def __init__(self, cache: ClusterCache, queue: SchedulingQueue | None = None) -> None:
         self.sender = FakeSender()
         self.cache = cache
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue() if queue is None else queue
         self.tasks: list[asyncio.Task[None]] = []
         self.preempted: list[tuple[str, str, str, str]] = []
         self.evictor = Evictor(
@@ -166,6 +167,26 @@ async def test_lower_priority_pods_nominated_to_the_node_lose_their_nomination(s
     assert setup.cache.nominations == {"uid-higher": "n1", "uid-urgent": "n1"}
     await setup.settle()
     assert ("PATCH", status_path("lower"), {"status": {"nominatedNodeName": None}}) in setup.sent()
+
+
+async def test_a_parked_pod_whose_nomination_is_cleared_is_retried(clock: Clock) -> None:
+    """kube requeues the lower-priority pods it takes the node from, so they look elsewhere at once
+    rather than wait for an event of their own."""
+    setup = Setup(cache_with([node("n1")]), SchedulingQueue(clock=clock))
+    lower = PodInfo.from_object({**pod_object("lower", priority=10), "status": {"nominatedNodeName": "n1"}})
+    higher = PodInfo.from_object(
+        {**pod_object("higher", priority=5000), "status": {"nominatedNodeName": "n1"}}
+    )
+    for nominated in (lower, higher):
+        setup.cache.nominate(nominated)
+        setup.queue.add_or_update(nominated)
+        setup.queue.pop_nowait()
+        setup.queue.unschedulable(nominated.uid)
+    clock.advance(MAX_BACKOFF)
+    setup.evictor.preempt(pod("urgent", priority=1000), plan(), "promsched")
+    assert setup.queue.entries[lower.uid].where is Where.ACTIVE
+    assert setup.queue.entries[higher.uid].where is Where.UNSCHEDULABLE
+    await setup.settle()
 
 
 async def test_a_nomination_no_longer_worth_holding_is_cleared(setup: Setup) -> None:

@@ -161,3 +161,20 @@ def test_our_own_podscheduled_patch_does_not_retry_a_parked_pod(queue: Schedulin
     queue.add_or_update(pod_info("a", resource_version="2", scheduled_condition=told))
     assert queue.entries["uid-a"].where is Where.UNSCHEDULABLE
     assert queue.entries["uid-a"].pod.scheduled_condition == told  # the newest state is kept
+
+
+def test_pods_retried_by_uid_leave_the_parked_set_through_their_backoff(
+    queue: SchedulingQueue, clock: Clock
+) -> None:
+    for name in ("displaced", "other", "waiting"):
+        queue.add_or_update(pod_info(name))
+    assert popped(queue) == ["displaced", "other", "waiting"]
+    queue.unschedulable("uid-displaced")
+    queue.unschedulable("uid-other")
+    queue.backoff("uid-waiting")
+    # Only parked pods move (one in backoff already waits for its turn), and not before their backoff.
+    assert queue.retry(["uid-displaced", "uid-waiting", "uid-gone"]) == 1
+    assert queue.entries["uid-displaced"].where is Where.BACKOFF
+    assert queue.entries["uid-other"].where is Where.UNSCHEDULABLE
+    clock.advance(backoff_seconds(1))
+    assert sorted(popped(queue)) == ["displaced", "waiting"]
