@@ -102,7 +102,8 @@ class HerdWindow:
         return 1.0 - covered / self.window
 
 
-def _herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
+def herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
+    """What each estimated plugin's value in `snapshot` shows of recently placed (or removed) pods."""
     windows = []
     for name in ESTIMATED_PLUGINS:
         plugin_snapshot = snapshot.plugins.get(name)
@@ -180,7 +181,7 @@ def herd_adjustments(
     """
     windows = memo.herd_windows
     if windows is None:
-        windows = memo.herd_windows = _herd_windows(memo.snapshot)
+        windows = memo.herd_windows = herd_windows(memo.snapshot)
     if not windows:
         return {}
     known = memo.herd
