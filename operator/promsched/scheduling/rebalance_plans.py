@@ -87,6 +87,7 @@ class Move:
     destination: str
     plugin: str  # the plugin the source node is hottest by
     reason: str  # for the Event and the status, e.g. "node-3 cpu 91% for 5m > 85%; ..."
+    shares: Mapping[str, float] = field(default_factory=dict)  # plugin -> points the pod takes along
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,4 +317,5 @@ def _check_destination(
             return None
         landing.append(f"{plugin} {threshold.show(value)}")
     at = f" at {', '.join(landing)}" if landing else ""
-    return Move(pod, source, target, plugin_hot, f"{why_hot}; expected destination {target}{at}")
+    known = {plugin: share for plugin, share in shares.items() if share is not None}
+    return Move(pod, source, target, plugin_hot, f"{why_hot}; expected destination {target}{at}", known)

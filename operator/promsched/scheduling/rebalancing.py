@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -37,7 +37,13 @@ from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.sustaining import sustained_values
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
+from promsched.scheduling.deciding import (
+    DecisionMemo,
+    decide,
+    herd_adjustments,
+    herd_memory_seconds,
+    herd_windows,
+)
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.rebalance_plans import (
@@ -66,13 +72,24 @@ EVICTION_REASON = "Rebalanced"
 Announce = Callable[[PodInfo, str, str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class _Departure:
+    """A pod the policy evicted, whose load its node's values keep showing until their window passes."""
+
+    node: str
+    at: float
+    shares: Mapping[str, float]  # plugin -> points
+
+
 @dataclass
 class _PolicyCycles:
-    """A policy's rebalance history: when it last ran, and the controllers whose pods it moved."""
+    """A policy's rebalance history: when it last ran, the controllers whose pods it moved, and the
+    moves the metrics may not show yet."""
 
     last_cycle: float = 0.0
     moved_controllers: dict[str, float] = field(default_factory=dict)  # controller -> when
     evictions: int = 0
+    departures: list[_Departure] = field(default_factory=list)
 
 
 class Rebalancer:
@@ -150,14 +167,20 @@ class Rebalancer:
             )
             for threshold in thresholds
         }
-        current = {
-            threshold.plugin: {
-                node: sample.value for node, sample in snapshot.plugins[threshold.plugin].samples.items()
-            }
-            for threshold in thresholds
-        }
+        self._forget_old(history, now, herd_memory_seconds(snapshot.plan))
+        current = _as_scheduling_sees(
+            {
+                threshold.plugin: {
+                    node: sample.value for node, sample in snapshot.plugins[threshold.plugin].samples.items()
+                }
+                for threshold in thresholds
+            },
+            snapshot,
+            self.cache,
+            runtime.memo_for(snapshot),
+            history.departures,
+        )
         selector = _selector(spec)
-        self._forget_old(history, now)
 
         def candidates(node: str) -> list[PodInfo]:
             return [
@@ -216,9 +239,12 @@ class Rebalancer:
             )
         return mode, ""
 
-    def _forget_old(self, history: _PolicyCycles, now: float) -> None:
+    def _forget_old(self, history: _PolicyCycles, now: float, shown_after: float) -> None:
         while self.evicted_at and now - self.evicted_at[0] > RATE_WINDOW_SECONDS:
             self.evicted_at.popleft()
+        history.departures = [
+            departure for departure in history.departures if now - departure.at <= shown_after
+        ]
         for controller, when in list(history.moved_controllers.items()):
             if now - when > REPEAT_GUARD_SECONDS:
                 del history.moved_controllers[controller]
@@ -245,6 +271,7 @@ class Rebalancer:
                 continue
             moved.append(move)
             history.evictions += 1
+            history.departures.append(_Departure(move.source, now, move.shares))
             self.evicted_at.append(now)
             if pod.controller:
                 history.moved_controllers[pod.controller] = now
@@ -282,6 +309,37 @@ class Rebalancer:
             message=message[:1024],
         )
         runtime.status.record_rebalance(status)
+
+
+def _as_scheduling_sees(
+    current: dict[str, dict[str, float]],
+    snapshot: Snapshot,
+    cache: ClusterCache,
+    memo: DecisionMemo,
+    departures: list[_Departure],
+) -> dict[str, dict[str, float]]:
+    """The snapshot's values with what they cannot show yet, as placement counts it: plus the load of
+    pods placed since (decide()'s herd adjustment, so a destination is judged as decide() judged it),
+    less the load of pods this policy evicted since, so a node whose relief the metrics have not caught
+    up with is not relieved twice."""
+    windows = {window.plugin: window for window in herd_windows(snapshot)}
+    arriving = herd_adjustments(cache, memo, {node for values in current.values() for node in values})
+    leaving: dict[tuple[str, str], float] = {}
+    for departure in departures:
+        for plugin, share in departure.shares.items():
+            window = windows.get(plugin)
+            if window is not None:
+                key = (departure.node, plugin)
+                leaving[key] = leaving.get(key, 0.0) + share * window.unseen(departure.at)
+    return {
+        plugin: {
+            node: max(0.0, value + arriving.get(node, {}).get(plugin, 0.0) - leaving.get((node, plugin), 0.0))
+            for node, value in values.items()
+        }
+        if plugin in windows
+        else values
+        for plugin, values in current.items()
+    }
 
 
 def _thresholds(spec: SchedulingPolicySpec) -> list[Threshold]:

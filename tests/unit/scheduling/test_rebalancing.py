@@ -276,6 +276,35 @@ async def test_a_controller_that_lost_a_pod_loses_no_other_soon(
     ]
 
 
+async def test_a_node_is_not_relieved_twice_while_its_values_lag_the_move(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    # 88 - 20 (big) = 68: one move is enough. The next cycle's values still read 88 (the metrics have
+    # not caught up with the move): it counts big as gone and moves nothing more.
+    runtime = harness.runtime(policy(), {"hot": 88.0, "cool": 20.0})
+    await harness.rebalancer.cycle(runtime)
+    cache.remove_pod(pod_info("big").uid)
+    second = await harness.rebalancer.cycle(runtime)
+    assert harness.evictions() == ["/api/v1/namespaces/ns/pods/big/eviction"]
+    assert second is not None
+    assert second.moves == ()
+
+
+async def test_a_destination_counts_pods_placed_there_since_its_values(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy(), LOADS)
+    # 2000m just placed on cool: 50 points its values do not show yet, as decide() counts them.
+    cache.assume(dataclasses.replace(workload("arrived", 2000), node_name=""), "cool")
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert harness.evictions() == []
+    assert {blocked.kind.value for blocked in plan.blocked} == {"DestinationOverTarget"}
+    assert "would land on cool at cpu 90%" in plan.blocked[0].reason
+
+
 async def test_a_cycle_is_due_once_per_interval_for_policies_that_rebalance(
     cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
 ) -> None:
