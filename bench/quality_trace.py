@@ -95,6 +95,7 @@ class TraceSettings:
     node_memory_bytes: int = 15 * 1024**3
     requested_at_end: float = 0.70  # share of the cluster's allocatable CPU requested when the trace ends
     services_ramp: float = 0.35  # services arrive over this share of the trace
+    scale_until: float = 0.85  # services scale up until this share of the trace
     batch_jobs_per_minute_per_100_nodes: float = 6.0
     batch_minutes: tuple[float, float] = (1.0, 4.0)  # a job's duration, log-uniform between these
 
@@ -105,6 +106,11 @@ class TraceSettings:
             raise ValueError(f"minutes: {self.minutes}; give a positive length of trace")
         if not 0.0 < self.requested_at_end < 1.0:
             raise ValueError(f"requested_at_end: {self.requested_at_end}; give a share between 0 and 1")
+        if not self.services_ramp <= self.scale_until <= 1.0:
+            raise ValueError(
+                f"scale_until: {self.scale_until}; give a share of the trace between services_ramp "
+                f"({self.services_ramp}) and 1"
+            )
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,7 @@ def _services(rng: random.Random, settings: TraceSettings, room_milli: float) ->
         replicas = initial
         while replicas < final:
             replicas = min(final, replicas + rng.randint(1, 2))
-            sizes.append((round(rng.uniform(arrive, 0.85 * duration), 1), replicas))
+            sizes.append((round(rng.uniform(arrive, settings.scale_until * duration), 1), replicas))
         times = sorted(at for at, _ in sizes)
         sizes = [(at, count) for at, (_, count) in zip(times, sizes, strict=True)]
         services.append(

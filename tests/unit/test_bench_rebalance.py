@@ -22,6 +22,7 @@ from bench.rebalance_measures import (
 from bench.rebalance_proof import (
     DRIFT_CAP_MILLI,
     REBALANCE,
+    SCALE_UNTIL,
     SERVICES_RAMP,
     _parse_args,
     drifted,
@@ -34,14 +35,16 @@ from bench.rebalance_reporting import markdown, verdict
 from promsched.api.policies import SchedulingPolicySpec
 from promsched.sandbox.usages import parse_usage
 
-TRACE = generate(TraceSettings(nodes=20, minutes=4, seed=3, services_ramp=SERVICES_RAMP))
+TRACE = generate(
+    TraceSettings(nodes=20, minutes=4, seed=3, services_ramp=SERVICES_RAMP, scale_until=SCALE_UNTIL)
+)
 
 
 def test_a_drift_doubles_cpu_up_to_the_cap_and_never_lowers_it_and_the_sandbox_reads_it() -> None:
     base = Usage(cpu_milli=300, memory_bytes=1024, disk_busy=1.0, network=10.0)
     assert drifted(base, 2.0).cpu_milli == 600
     assert drifted(base, 2.0).memory_bytes == 1024
-    assert drifted(Usage(1000, 1, 1.0, 1.0), 2.0).cpu_milli == DRIFT_CAP_MILLI
+    assert drifted(Usage(DRIFT_CAP_MILLI * 3 // 4, 1, 1.0, 1.0), 2.0).cpu_milli == DRIFT_CAP_MILLI
     assert drifted(Usage(2000, 1, 1.0, 1.0), 2.0).cpu_milli == 2000
     assert parse_usage(drifted(base, 2.0).annotation()).milli_cpu == 600
 
@@ -52,6 +55,14 @@ def test_a_third_of_the_services_drift_the_same_ones_for_the_same_seed() -> None
     assert chosen == drifting_services(generate(TRACE.settings))
     assert set(chosen) <= set(services)
     assert len(chosen) == round(len(services) / 3)
+
+
+def test_services_reach_their_size_before_the_drift_can_come() -> None:
+    services = [w for w in TRACE.workloads if w.kind == "service"]
+    assert any(len(w.sizes) > 1 for w in services)
+    assert max(at for w in services for at, _ in w.sizes) <= SCALE_UNTIL * TRACE.duration_s
+    with pytest.raises(ValueError, match="scale_until"):
+        TraceSettings(services_ramp=0.5, scale_until=0.4)
 
 
 def test_growths_are_the_creations_and_scale_ups_from_the_replay_start() -> None:
