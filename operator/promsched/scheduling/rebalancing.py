@@ -123,10 +123,14 @@ class Rebalancer:
             await self.leading.wait()
             for runtime in list(self.runtimes.policies.values()):
                 if self._due(runtime):
+                    started = time.monotonic()
                     try:
                         await self.cycle(runtime)
                     except (PrometheusError, ApiError) as error:
                         logger.warning("Rebalance of policy %s: %s", runtime.name, error)
+                    telemetry.rebalance_cycle_duration.labels(runtime.name).observe(
+                        time.monotonic() - started
+                    )
             await asyncio.sleep(TICK_SECONDS)
 
     def _due(self, runtime: PolicyRuntime) -> bool:

@@ -92,6 +92,13 @@ rebalance_blocked = Counter(
     "PodDisruptionBudget, MetricsNotFresh, ...).",
     ["reason"],
 )
+rebalance_cycle_duration = Histogram(
+    "promsched_rebalance_cycle_duration_seconds",
+    "Time one rebalance cycle took (its sustained-value queries, plan and evictions), by policy; the count "
+    "is the cycles run (as the descheduler's descheduler_loop_duration_seconds).",
+    ["policy"],
+    buckets=LATENCY_BUCKETS,
+)
 preemption_attempts = Counter(
     "promsched_preemption_attempts_total",
     "Preemption attempts for pods that fit nowhere (kube-scheduler's scheduler_preemption_attempts_total).",

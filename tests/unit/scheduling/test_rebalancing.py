@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
@@ -29,6 +30,7 @@ from support.fake_apis import FakeSender
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.objects import node_object, pod, pod_info
 from support.policies import policy_object, spec_document
+from support.polling import eventually_async
 from support.snapshots import snapshot_of
 
 STARTED = time.time() - 3600
@@ -303,6 +305,32 @@ async def test_a_destination_counts_pods_placed_there_since_its_values(
     assert harness.evictions() == []
     assert {blocked.kind.value for blocked in plan.blocked} == {"DestinationOverTarget"}
     assert "would land on cool at cpu 90%" in plan.blocked[0].reason
+
+
+def cycles_run(policy_name: str) -> float:
+    labels = {"policy": policy_name}
+    return REGISTRY.get_sample_value("promsched_rebalance_cycle_duration_seconds_count", labels) or 0.0
+
+
+async def test_the_loop_runs_due_cycles_only_while_leading_and_times_each(
+    cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy("DryRun"), LOADS)
+    harness.rebalancer.runtimes.policies[runtime.name] = runtime
+    before = cycles_run(runtime.name)
+    loop = asyncio.create_task(harness.rebalancer.run())
+    try:
+        for _ in range(3):  # the loop gets its turns, but is not the leader
+            await asyncio.sleep(0)
+        assert runtime.status.rebalance is None
+        harness.rebalancer.leading.set()
+        await eventually_async(lambda: cycles_run(runtime.name) == before + 1, what="a timed cycle")
+        assert runtime.status.rebalance is not None
+        assert runtime.status.rebalance.hot_node_count == 1
+    finally:
+        loop.cancel()
+    assert cycles_run(runtime.name) == before + 1  # the next is due only after the interval
 
 
 async def test_a_cycle_is_due_once_per_interval_for_policies_that_rebalance(
