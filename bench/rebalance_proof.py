@@ -101,7 +101,8 @@ DRIFT_CAP_MILLI = 800
 # rather than steering the scale-ups that follow it.
 SERVICES_RAMP = 0.25
 SCALE_UNTIL = 0.3
-SAMPLE_S = 2.0  # how often the PodDisruptionBudgets' status is read
+SAMPLE_S = 2.0
+CYCLE_DURATION = "promsched_rebalance_cycle_duration_seconds"  # how often the PodDisruptionBudgets' status is read
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,8 @@ def _own_counters(url: str | None) -> dict[str, dict[str, float]]:
     return {
         "evictions_by_reason": metric_sums(text, "promsched_rebalance_evictions_total", "reason"),
         "blocked_by_reason": metric_sums(text, "promsched_rebalance_blocked_total", "reason"),
+        "cycles_by_policy": metric_sums(text, f"{CYCLE_DURATION}_count", "policy"),
+        "cycle_seconds_by_policy": metric_sums(text, f"{CYCLE_DURATION}_sum", "policy"),
     }
 
 

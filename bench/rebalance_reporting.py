@@ -26,6 +26,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("max node CPU across nodes, mean over time, %", "cpu_max", "{:.1f}"),
     ("std of node CPU across nodes, mean over time", "cpu_std", "{:.2f}"),
     ("mean node CPU, %", "cpu_mean", "{:.1f}"),
+    ("rebalance cycles run", "cycles", "{:.0f}"),
+    ("seconds per rebalance cycle, mean", "cycle_seconds_mean", "{:.2f}"),
     ("pods bound", "pods_bound", "{:.0f}"),
     ("pods left pending at the end", "pending_at_end", "{:.0f}"),
 )
@@ -33,7 +35,11 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 
 def derived(run: dict[str, Any]) -> dict[str, float]:
     """Counts the table shows that the run stores as lists or maps."""
+    cycles = sum((run.get("cycles_by_policy") or {}).values())
+    cycle_seconds = sum((run.get("cycle_seconds_by_policy") or {}).values())
     return {
+        "cycles": float(cycles) if "cycles_by_policy" in run else math.nan,
+        "cycle_seconds_mean": cycle_seconds / cycles if cycles else math.nan,
         "repeat_evicted_count": float(len(run.get("repeat_evicted") or {})),
         "budget_violation_count": float(len(run.get("budget_violations") or [])),
         "budget_refusals": float((run.get("blocked_by_reason") or {}).get("PodDisruptionBudget", 0.0)),

@@ -215,3 +215,16 @@ def test_the_report_shows_both_modes_side_by_side_with_the_ratio() -> None:
     refused = next(line for line in text.splitlines() if "refused by a PodDisruptionBudget" in line)
     assert "| 0 | 2 |" in refused
     assert "**met**" in text
+
+
+def test_the_report_shows_the_cycles_run_and_their_mean_length() -> None:
+    enforce = {
+        **run("Enforce", 400),
+        "cycles_by_policy": {"quality": 40.0},
+        "cycle_seconds_by_policy": {"quality": 2.0},
+    }
+    text = markdown(results(run("Off", 1000), enforce))
+    cycles = next(line for line in text.splitlines() if line.startswith("| rebalance cycles run"))
+    assert cycles.endswith("| - | 40 | - |")
+    seconds = next(line for line in text.splitlines() if line.startswith("| seconds per rebalance cycle"))
+    assert "| - | 0.05 |" in seconds
