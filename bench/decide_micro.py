@@ -20,7 +20,9 @@ import random
 import time
 from collections.abc import Callable
 
-from bench.benchmark import POD_CPU, POD_MEMORY, policy_spec, skewed_profiles
+from bench.loads import skewed_profiles
+from bench.pods import POD_CPU, POD_MEMORY
+from bench.variants import policy_spec
 from promsched.api.policies import parse_spec
 from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.sandbox.launching import node_manifest

@@ -39,25 +39,16 @@ import aiohttp
 import yaml
 
 from bench import quality_reporting
-from bench.benchmark import (
-    REPO,
-    Report,
-    Variant,
-    create_namespace,
-    delete_namespace,
-    machine,
-    policy_spec,
-    prometheus_queries,
-    report_line,
-    revision,
-    skewed_profiles,
-    start_variant,
-    stop_sandbox,
-    terminate,
-)
+from bench.commanding import REPO, Report, report_line, terminate
+from bench.facts import machine, revision
 from bench.kubeapi import watch, watch_session
+from bench.loads import skewed_profiles
+from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import PodLives, grid_of, node_measures, node_of, wait_measures
 from bench.quality_trace import USAGE_ANNOTATION, Trace, TraceSettings, Workload, generate
+from bench.sandboxing import stop_sandbox
+from bench.scraping import prometheus_queries
+from bench.variants import Variant, policy_spec, start_variant
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
@@ -86,7 +77,7 @@ TRIMARAN: dict[str, TrimaranPlugin] = {
     "trimaran-tlp": "TargetLoadPacking",
     "trimaran-lvrb": "LoadVariationRiskBalancing",
 }
-# Background loads: bench.benchmark's right-skewed profiles, CPU and memory scaled down so that the
+# Background loads: bench.loads' right-skewed profiles, CPU and memory scaled down so that the
 # trace's usage on top of them leaves a mean node below the hot thresholds (a scheduler can then avoid
 # hot nodes, and whether it does is the measure).
 BACKGROUND_SCALE = {"cpu": 0.6, "memory": 0.7}
@@ -137,7 +128,7 @@ QUALITY_PLUGINS = (
 
 
 def quality_policy(prometheus_url: str, refresh: str, variant: Variant) -> dict[str, Any]:
-    """`make bench`'s policy (bench.benchmark.policy_spec) with the load-focused plugins above, for this
+    """`make bench`'s policy (bench.variants.policy_spec) with the load-focused plugins above, for this
     variant's schedulerName, with its estimation."""
     spec = policy_spec(prometheus_url, refresh)
     return {

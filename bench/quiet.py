@@ -39,30 +39,13 @@ from typing import Any
 import yaml
 
 from bench import quiet_reporting
-from bench.benchmark import (
-    CREATE_CONCURRENCY,
-    REPO,
-    VARIANTS,
-    PodTimes,
-    Report,
-    Variant,
-    allocatable,
-    apply_policy,
-    catch_up,
-    create_namespace,
-    create_pod,
-    delete_namespace,
-    follow,
-    machine,
-    percentile,
-    pod_manifest,
-    report_line,
-    revision,
-    start_variant,
-    stop_sandbox,
-    terminate,
-)
+from bench.commanding import REPO, Report, report_line, terminate
+from bench.facts import machine, revision
 from bench.kubeapi import cpu_seconds, read_counts, watch_session
+from bench.loads import allocatable
+from bench.namespaces import create_namespace, delete_namespace
+from bench.pods import CREATE_CONCURRENCY, PodTimes, catch_up, create_pod, follow, pod_manifest
+from bench.quality_measures import percentile
 from bench.requestcounts import (
     Counts,
     RequestKey,
@@ -75,6 +58,8 @@ from bench.requestcounts import (
     scheduling_total,
     writes,
 )
+from bench.sandboxing import stop_sandbox
+from bench.variants import VARIANTS, Variant, apply_policy, start_variant
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request

@@ -38,18 +38,9 @@ from typing import Any
 import yaml
 
 from bench import quality, quality_reporting, rebalance_reporting
-from bench.benchmark import (
-    REPO,
-    Report,
-    Variant,
-    create_namespace,
-    delete_namespace,
-    machine,
-    report_line,
-    revision,
-    start_variant,
-    terminate,
-)
+from bench.commanding import REPO, Report, report_line, terminate
+from bench.facts import machine, revision
+from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import CPU_HOT, node_measures
 from bench.quality_trace import USAGE_ANNOTATION, Trace, TraceSettings, Usage, generate
 from bench.rebalance_measures import (
@@ -61,6 +52,7 @@ from bench.rebalance_measures import (
     repeat_evicted,
     short_samples,
 )
+from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient

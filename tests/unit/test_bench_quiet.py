@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from bench.benchmark import PodTimes, Variant
+from bench.pods import PodTimes
 from bench.quiet import OWN_WRITES, Room, Run, Sample, plan_room, summarise, taint_patch
 from bench.quiet_reporting import markdown, ratios, targets
 from bench.requestcounts import (
@@ -24,6 +24,7 @@ from bench.requestcounts import (
     scheduling_total,
     writes,
 )
+from bench.variants import Variant
 
 
 def _total(verb: str, group: str, resource: str, subresource: str, code: str, value: str) -> str:

@@ -1,0 +1,262 @@
+"""One run of `make bench`: a variant's scheduler started fresh in a namespace of its own, the same pods
+created at a steady rate (`rate`) or all at once (`burst`), and what the run measured."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.commanding import Report
+from bench.kubeapi import cpu_seconds, peak_rss_mb, read_counts, watch_session
+from bench.loads import utilisation_spread
+from bench.namespaces import create_namespace, delete_namespace
+from bench.pods import CREATE_CONCURRENCY, PodTimes, catch_up, create_pod, follow, pod_manifest
+from bench.quality_measures import percentile
+from bench.requestcounts import difference, scheduling_total, writes
+from bench.scraping import prometheus_queries, promsched_timings
+from bench.variants import Variant, start_variant
+from promsched.kube.credentials import Credentials
+from promsched.kube.requests import Request
+from promsched.kube.sending import KubeClient
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.supervising import Supervisor
+
+SPY = Path(sys.executable).parent / "py-spy"
+MODES = ("rate", "burst")
+
+
+async def drive(
+    credentials: Credentials,
+    namespace: str,
+    scheduler_name: str,
+    count: int,
+    rate: float | None,
+    bind_timeout: float,
+    at_start: Callable[[], None],
+    at_end: Callable[[], None],
+) -> PodTimes:
+    """Create `count` pods (at `rate` per second, or all at once) and wait until all are bound, at most
+    `bind_timeout` seconds after the last create."""
+    times = PodTimes()
+    all_bound = asyncio.Event()
+    connected = asyncio.Event()
+
+    def check_done() -> None:
+        if len(times.bound) >= count - times.failed_creates:
+            all_bound.set()
+
+    async with (
+        KubeClient(credentials, timeout=60, connections=CREATE_CONCURRENCY) as client,
+        watch_session(credentials) as session,
+    ):
+        listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
+        version = listing["metadata"]["resourceVersion"]
+        follower = asyncio.create_task(
+            follow(client, session, namespace, version, times, connected, check_done)
+        )
+        await asyncio.wait_for(connected.wait(), 30)
+        counted = await read_counts(session)
+        at_start()
+        times.started = time.monotonic()
+        names = [f"bench-{i:05d}" for i in range(count)]
+        if rate:
+            loop = asyncio.get_running_loop()
+            origin = loop.time()
+            tasks = []
+            for index, name in enumerate(names):
+                delay = origin + index / rate - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                manifest = pod_manifest(namespace, name, scheduler_name)
+                tasks.append(asyncio.create_task(create_pod(client, manifest, times)))
+            await asyncio.gather(*tasks)
+        else:
+            slots = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+            async def limited(name: str) -> None:
+                async with slots:
+                    await create_pod(client, pod_manifest(namespace, name, scheduler_name), times)
+
+            await asyncio.gather(*(limited(name) for name in names))
+        check_done()
+        deadline = time.monotonic() + bind_timeout
+        while not all_bound.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_bound.wait(), min(5.0, max(0.0, deadline - time.monotonic())))
+            if not all_bound.is_set() and time.monotonic() - times.last_event > 5.0:
+                # Nothing from the watch for 5 s with pods unbound: check it has not silently stalled.
+                await catch_up(client, namespace, times, check_done)
+        at_end()
+        times.requests = difference(counted, await read_counts(session))
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await follower
+    return times
+
+
+def _load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def _spy(pid: int, profile_to: Path) -> subprocess.Popen[bytes]:
+    """py-spy recording the scheduler's stacks at 100 Hz into `profile_to` until the scheduler stops."""
+    return subprocess.Popen(
+        [
+            str(SPY),
+            "record",
+            f"--pid={pid}",
+            "--rate=100",
+            "--nolineno",
+            "--format=raw",
+            f"--output={profile_to}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@dataclass
+class Counters:
+    scheduler_cpu: float = 0.0
+    apiserver_cpu: float = 0.0
+    queries: float = 0.0
+    at: float = 0.0
+
+
+def run_once(
+    sandbox: Sandbox,
+    credentials: Credentials,
+    variant: Variant,
+    mode: str,
+    pods: int,
+    rate: float,
+    profiles: dict[str, dict[str, float]],
+    report: Report,
+    profile_to: Path | None = None,
+    repeat: int = 0,
+) -> dict[str, Any]:
+    """One run of `pods` pods in `mode` (`rate`: `rate` pods/s; `burst`: all at once); under py-spy into
+    `profile_to` when given."""
+    supervisor = Supervisor(sandbox.directory)
+    apiserver = supervisor.get("kube-apiserver")
+    assert apiserver is not None
+    namespace = f"bench-{variant.key}-{mode}-{pods}-{repeat}"
+    wall = time.monotonic()
+    load = _load_average()
+    asyncio.run(create_namespace(credentials, namespace))
+    spy: subprocess.Popen[bytes] | None = None
+    try:
+        pid, metrics_url = start_variant(sandbox, variant, report)
+        start_s = time.monotonic() - wall
+        start, end = Counters(), Counters()
+
+        def snapshot(into: Counters) -> None:
+            into.at = time.monotonic()
+            into.scheduler_cpu = cpu_seconds(pid)
+            into.apiserver_cpu = cpu_seconds(apiserver.pid)
+            into.queries = prometheus_queries(sandbox.prometheus_url)
+
+        def at_start() -> None:
+            nonlocal spy
+            snapshot(start)
+            if profile_to is not None and not SPY.exists():
+                report(f"  {SPY} is missing (pip install -e '.[bench]'): no profile")
+            elif profile_to is not None:
+                spy = _spy(pid, profile_to)
+
+        timeout = 120 + pods * 0.4  # after the last create; only reached when a scheduler stalls
+        times = asyncio.run(
+            drive(
+                credentials,
+                namespace,
+                variant.scheduler_name,
+                pods,
+                rate if mode == "rate" else None,
+                timeout,
+                at_start,
+                lambda: snapshot(end),
+            )
+        )
+        rss = peak_rss_mb(pid)
+        own = promsched_timings(metrics_url)
+        measured_s = time.monotonic() - wall - start_s
+    finally:
+        cleanup = time.monotonic()
+        supervisor.stop(variant.process)
+        if spy is not None:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(30)
+        asyncio.run(delete_namespace(credentials, namespace))
+        cleanup_s = time.monotonic() - cleanup
+    latencies = times.latencies()
+    bound = len(times.bound)
+    last_bind = max(times.bound.values(), default=times.started)
+    span = last_bind - times.started
+    # Reading Prometheus's /metrics is not a query: the delta is the scheduler's queries alone.
+    queries = max(0.0, end.queries - start.queries)
+    result: dict[str, Any] = {
+        "variant": variant.key,
+        "label": variant.label,
+        "mode": mode,
+        "pods": pods,
+        "bound": bound,
+        "failed_creates": times.failed_creates,
+        "watch_restarts": times.watch_restarts,
+        "late_binds": times.late_binds,
+        "throughput": bound / span if span > 0 else math.nan,
+        "span_s": span,
+        "p50_ms": 1000 * percentile(latencies, 0.50),
+        "p90_ms": 1000 * percentile(latencies, 0.90),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
+        "max_ms": 1000 * latencies[-1] if latencies else math.nan,
+        "prometheus_queries": queries,
+        "queries_per_pod": queries / bound if bound else math.nan,
+        "scheduler_cpu_s": end.scheduler_cpu - start.scheduler_cpu,
+        "scheduler_cpu_ms_per_pod": 1000 * (end.scheduler_cpu - start.scheduler_cpu) / bound
+        if bound
+        else math.nan,
+        "peak_rss_mb": rss,
+        "apiserver_cpu_s": end.apiserver_cpu - start.apiserver_cpu,
+        # Bindings, pods/status and events (kwok's pod status updates too, the same for every variant).
+        "scheduling_writes_per_pod": scheduling_total(times.requests) / bound if bound else math.nan,
+        "writes_per_pod": {key.label: n / bound for key, n in sorted(writes(times.requests).items())}
+        if bound
+        else {},
+        "apiserver_ms_per_bind": 1000 * (end.apiserver_cpu - start.apiserver_cpu) / bound
+        if bound
+        else math.nan,
+        "spread": utilisation_spread(profiles, times.node),
+        "pods_per_node_histogram": dict(sorted(Counter(Counter(times.node.values()).values()).items())),
+        **own,
+        "latencies_s": [round(v, 5) for v in latencies],
+        "wall_s": time.monotonic() - wall,
+        "start_s": start_s,
+        "measured_s": measured_s,
+        "cleanup_s": cleanup_s,
+        "load_average_1m": load,
+        "profiled": profile_to is not None,
+        "repeat": repeat,
+    }
+    report(
+        f"  {variant.label:32} {mode:5} {pods:5} pods: {bound} bound, {result['throughput']:.1f} pods/s, "
+        f"p99 {result['p99_ms']:.0f} ms, CPU {result['scheduler_cpu_s']:.2f} s "
+        f"({result['scheduler_cpu_ms_per_pod']:.2f} ms/pod), API server "
+        f"{result['apiserver_ms_per_bind']:.2f} ms/bind, RSS {rss:.0f} MB, "
+        f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.0f} s, "
+        f"cleanup {cleanup_s:.0f} s; load {load:.1f})"
+        + (f"; decide {own['decide_ms_mean']:.1f} ms/pod" if "decide_ms_mean" in own else "")
+    )
+    return result

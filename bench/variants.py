@@ -1,0 +1,169 @@
+"""The schedulers the benches compare, the policy `make bench`'s promsched runs, and how each scheduler is
+started as a sandbox process (and left to settle before it is measured)."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.commanding import REPO, Report
+from bench.kubeapi import cpu_seconds
+from promsched.sandbox.clusters import Sandbox, SandboxError
+from promsched.sandbox.demoing import install_crd, start_scheduler
+from promsched.sandbox.supervising import Supervisor, free_port, wait_until
+
+POLICY_NAME = "bench"
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    label: str
+    kind: str  # promsched | kube-scheduler | null (bench.quality adds trimaran)
+    qps: int = 0
+    burst: int = 0
+
+    @property
+    def scheduler_name(self) -> str:
+        return f"bench-{self.key}"
+
+    @property
+    def process(self) -> str:
+        return f"bench-{self.key}"
+
+
+VARIANTS = (
+    # promsched's client budget as kube-scheduler's raised one: the benchmark measures the schedulers'
+    # own speed (quiet.py, about writes, runs it at the default 50/100).
+    Variant("promsched", "promsched (QPS 1000/2000)", "promsched", 1000, 2000),
+    Variant("ks-default", "kube-scheduler (QPS 50/100)", "kube-scheduler", 50, 100),
+    Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
+    Variant("null", "null binder", "null"),
+)
+
+
+def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
+    """The benchmark's policy: the five built-in plugins, CPU and memory weighing most."""
+    return {
+        "schedulerName": VARIANTS[0].scheduler_name,
+        "prometheus": {"url": prometheus_url, "timeout": "5s"},
+        "refreshInterval": refresh,
+        "staleAfter": "2m",
+        "plugins": [
+            {"name": "cpu", "weight": 4, "timeRange": "1m"},
+            {"name": "memory", "weight": 3, "timeRange": "0s"},
+            {"name": "diskIO", "weight": 2, "timeRange": "1m"},
+            {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
+            {"name": "network", "weight": 1, "timeRange": "1m"},
+        ],
+    }
+
+
+def apply_policy(sandbox: Sandbox, refresh: str) -> None:
+    install_crd(sandbox)
+    policy = {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": policy_spec(sandbox.prometheus_url, refresh),
+    }
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
+
+
+def _wait_quiet(pid: int, limit: float = 30.0, busy: float = 0.3) -> None:
+    """Wait until a freshly started scheduler has digested its initial listings: CPU use below `busy`
+    (share of one core) over two consecutive half-second windows, or `limit` seconds."""
+    deadline = time.monotonic() + limit
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        before = cpu_seconds(pid)
+        time.sleep(0.5)
+        quiet = quiet + 1 if cpu_seconds(pid) - before < busy * 0.5 else 0
+
+
+def _scheduler_env() -> dict[str, str]:
+    paths = [str(REPO), *(p or os.getcwd() for p in sys.path)]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
+
+
+def _start_kube_scheduler(sandbox: Sandbox, variant: Variant, supervisor: Supervisor) -> None:
+    kubeconfig = str(sandbox.kubeconfig)
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": variant.qps, "burst": variant.burst},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": variant.scheduler_name}],
+    }
+    config_file = sandbox.directory / f"{variant.process}.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    port = free_port()
+    process = supervisor.spawn(
+        variant.process,
+        [
+            sandbox.binary("kube-scheduler"),
+            f"--config={config_file}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+        ],
+    )
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=5, context=context) as r:
+            return bool(r.status == 200)
+
+    wait_until(f"{variant.process} /readyz", ready, 120, process, supervisor)
+
+
+def _start_null_binder(sandbox: Sandbox, variant: Variant, supervisor: Supervisor) -> None:
+    ready_file: Path = sandbox.directory / f"{variant.process}.ready"
+    ready_file.unlink(missing_ok=True)
+    process = supervisor.spawn(
+        variant.process,
+        [
+            sys.executable,
+            "-m",
+            "bench.nullbinder",
+            f"--kubeconfig={sandbox.kubeconfig}",
+            f"--scheduler-name={variant.scheduler_name}",
+            "--concurrency=32",
+            f"--ready={ready_file}",
+        ],
+        env=_scheduler_env(),
+    )
+    wait_until(f"{variant.process} ready", ready_file.exists, 60, process, supervisor)
+
+
+def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[int, str | None]:
+    """Start the variant's scheduler as a sandbox process; returns its pid once it is ready and settled,
+    and for promsched the base URL of its /metrics."""
+    supervisor = Supervisor(sandbox.directory)
+    url = None
+    if variant.kind == "promsched":
+        budget = ("--kube-api-qps", str(variant.qps), "--kube-api-burst", str(variant.burst))
+        url = start_scheduler(
+            sandbox, lambda _line: None, name=variant.process, extra=budget if variant.qps else ()
+        )
+    elif variant.kind == "kube-scheduler":
+        _start_kube_scheduler(sandbox, variant, supervisor)
+    else:
+        _start_null_binder(sandbox, variant, supervisor)
+    process_record = supervisor.get(variant.process)
+    if process_record is None:
+        raise SandboxError(f"{variant.process} has no pid file")
+    _wait_quiet(process_record.pid)
+    return process_record.pid, url
