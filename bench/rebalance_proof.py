@@ -93,8 +93,8 @@ DRIFT_CAP_MILLI = 800
 # rather than steering the scale-ups that follow it.
 SERVICES_RAMP = 0.25
 SCALE_UNTIL = 0.3
-SAMPLE_S = 2.0
-CYCLE_DURATION = "promsched_rebalance_cycle_duration_seconds"  # how often the PodDisruptionBudgets' status is read
+SAMPLE_S = 2.0  # how often the PodDisruptionBudgets' status is read
+CYCLE_DURATION = "promsched_rebalance_cycle_duration_seconds"
 
 
 @dataclass(frozen=True)
