@@ -96,7 +96,8 @@ class Evictor:
     ) -> None:
         await self._send_logged(requests.patch_nominated_node(pod.namespace, pod.name, candidate.node))
         for other in displaced:
-            if other.nominated_node_name:
+            # Retried at once, it may have been nominated elsewhere meanwhile: that patch stands.
+            if other.nominated_node_name and other.uid not in self.cache.nominations:
                 await self._send_logged(requests.patch_nominated_node(other.namespace, other.name, ""))
         # A victim already terminating needs no second request (kube skips it too).
         victims = [victim for victim in candidate.victims if not victim.deletion_timestamp]

@@ -189,6 +189,18 @@ async def test_a_parked_pod_whose_nomination_is_cleared_is_retried(clock: Clock)
     await setup.settle()
 
 
+async def test_a_displaced_pod_nominated_elsewhere_meanwhile_keeps_that_nomination(setup: Setup) -> None:
+    lower = PodInfo.from_object({**pod_object("lower", priority=10), "status": {"nominatedNodeName": "n1"}})
+    setup.cache.nominate(lower)
+    setup.evictor.preempt(pod("urgent", priority=1000), plan(), "promsched")
+    # Retried before the clearing patch went out, it preempts on another node.
+    setup.evictor.preempt(lower, Candidate("n2", (), 0), "promsched")
+    await setup.settle()
+    patches = [body for _, path, body in setup.sent() if path == status_path("lower")]
+    assert patches == [{"status": {"nominatedNodeName": "n2"}}]
+    assert setup.cache.nominations["uid-lower"] == "n2"
+
+
 async def test_a_nomination_no_longer_worth_holding_is_cleared(setup: Setup) -> None:
     waiting = PodInfo.from_object({**pod_object("waiting"), "status": {"nominatedNodeName": "n1"}})
     setup.cache.nominate(waiting)
