@@ -37,9 +37,11 @@ from bench import commanding, reporting
 from bench.commanding import Report, report_line
 from bench.facts import measured_on, revision
 from bench.loads import skewed_profiles, utilisation_spread
+from bench.plotting import plots
 from bench.pods import POD_CPU, POD_MEMORY
 from bench.running import MODES, run_once
 from bench.sandboxing import prepare, stop_sandbox
+from bench.targets import targets
 from bench.variants import VARIANTS, Variant, apply_policy
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.sending import ApiError
@@ -257,7 +259,7 @@ def measure(settings: Settings, argv: list[str] | None) -> dict[str, Any]:
         results["node_counts"].append(entry)
         results["node_counts"].sort(key=lambda e: e["nodes"])
         invocation["wall_s"] = time.monotonic() - started
-        _write(results, settings.out, plots=False)
+        _write(results, settings.out, plots_too=False)
     if settings.micro:
         results["micro"] = _micro(sorted({e["nodes"] for e in results["node_counts"]}))
     invocation["wall_s"] = time.monotonic() - started
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     def write(results: dict[str, Any]) -> str:
         if settings.render and settings.micro:  # --render --micro: the stored runs, fresh offline timings
             results["micro"] = _micro(sorted({e["nodes"] for e in results["node_counts"]}))
-        return _write(results, settings.out, plots=True)
+        return _write(results, settings.out, plots_too=True)
 
     return commanding.run(
         settings.out, settings.render, "results.json", lambda: measure(settings, argv), write
@@ -289,16 +291,16 @@ def _micro(node_counts: list[int]) -> list[dict[str, object]]:
     return rows
 
 
-def _write(results: dict[str, Any], out: Path, plots: bool) -> str:
-    results["targets"] = reporting.targets(results)
+def _write(results: dict[str, Any], out: Path, plots_too: bool) -> str:
+    results["targets"] = targets(results)
     document = reporting.sanitize(results)
     (out / "results.json").write_text(json.dumps(document, indent=1, default=_json_default, allow_nan=False))
     earlier = out / "before" / "results.json"
     before = json.loads(earlier.read_text()) if earlier.exists() else None
     markdown = reporting.markdown(results, before)
     (out / "results.md").write_text(markdown)
-    if plots:
-        for line in reporting.plots(results, out):
+    if plots_too:
+        for line in plots(results, out):
             report_line(line)
     return markdown
 

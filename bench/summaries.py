@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 Run = dict[str, Any]
@@ -50,7 +51,8 @@ def per_pod_cpu_ms(run: Run) -> float:
     return 1000 * run["scheduler_cpu_s"] / bound if bound else math.nan
 
 
-def _get(run: Run, key: str) -> Any:
+def figure(run: Run, key: str) -> Any:
+    """The run's `key`, a dotted key reaching into nested dicts (None when absent)."""
     value: Any = run
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -64,7 +66,7 @@ def _put(run: Run, key: str, value: Any) -> None:
     run[last] = value
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -73,7 +75,7 @@ def summarise(runs: list[Run]) -> Run:
     latencies (for the CDF plots) are those of the repeat with the median throughput."""
     if not runs:
         raise ValueError("summarise: no runs")
-    by_throughput = sorted(runs, key=lambda run: run["throughput"] if _finite(run["throughput"]) else -1)
+    by_throughput = sorted(runs, key=lambda run: run["throughput"] if finite(run["throughput"]) else -1)
     middle = by_throughput[(len(runs) - 1) // 2]
     summary: Run = {
         key: value for key, value in middle.items() if key not in ("spread", "range", "latencies_s")
@@ -86,11 +88,11 @@ def summarise(runs: list[Run]) -> Run:
     for run in runs:
         run.setdefault("scheduler_cpu_ms_per_pod", per_pod_cpu_ms(run))
     for key in FIGURES:
-        values = [value for run in runs if _finite(value := _get(run, key))]
+        values = [value for run in runs if finite(value := figure(run, key))]
         if values:
             _put(summary, key, statistics.median(values))
             ranges[key] = [min(values), max(values)]
-        elif _get(middle, key) is not None:
+        elif figure(middle, key) is not None:
             _put(summary, key, math.nan)
     summary["range"] = ranges
     return summary
@@ -102,3 +104,19 @@ def rows(runs: list[Run]) -> list[Run]:
     for run in runs:
         groups.setdefault((run["variant"], run["mode"], run["pods"]), []).append(run)
     return [summarise(group) for group in groups.values()]
+
+
+def find(results: dict[str, Any], nodes: int, variant: str, mode: str) -> Run | None:
+    """The variant's row at `nodes` and `mode`: the summary of its repeats."""
+    for entry in results["node_counts"]:
+        if entry["nodes"] == nodes:
+            runs = [run for run in entry["runs"] if run["variant"] == variant and run["mode"] == mode]
+            return summarise(runs) if runs else None
+    return None
+
+
+def all_runs(results: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Run]]:
+    """Every run, repeated and extra, with its node count's entry."""
+    for entry in results["node_counts"]:
+        for run in [*entry["runs"], *entry.get("extra_runs", [])]:
+            yield entry, run

@@ -49,6 +49,7 @@ VARIANTS = (
     Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
     Variant("null", "null binder", "null"),
 )
+LABELS = {variant.key: variant.label for variant in VARIANTS}
 
 
 def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ from typing import Any
 
 from bench import reporting
 from bench.summaries import rows, summarise
+from bench.targets import targets
+from bench.variants import LABELS
 
 
 def run(
@@ -14,7 +16,7 @@ def run(
 ) -> dict[str, Any]:
     return {
         "variant": variant,
-        "label": reporting.LABELS[variant],
+        "label": LABELS[variant],
         "mode": mode,
         "pods": 100,
         "bound": bound,
@@ -88,7 +90,7 @@ def test_the_cpu_and_throughput_targets_compare_medians_with_kube_scheduler_rais
     ours = [run("promsched", "burst", t, c) for t, c in ((120, 0.2), (20, 2.0), (110, 0.25))]
     theirs = [run("ks-raised", "burst", t, 0.6) for t in (100, 100, 105)]
 
-    found = {t["target"]: t for t in reporting.targets(results(ours, theirs))}
+    found = {t["target"]: t for t in targets(results(ours, theirs))}
 
     cpu = found["1000 nodes, burst: scheduler CPU per pod <= 0.5x kube-scheduler (QPS 1000/2000)'s"]
     assert cpu["status"] == "met"  # 2.5 ms vs 6 ms
@@ -104,7 +106,7 @@ def test_a_target_missed_on_medians_is_reported_not_met() -> None:
     ours = [run("promsched", "burst", t, 0.5) for t in (80, 95, 120)]
     theirs = [run("ks-raised", "burst", t, 0.6) for t in (100, 100, 100)]
 
-    found = {t["target"]: t for t in reporting.targets(results(ours, theirs))}
+    found = {t["target"]: t for t in targets(results(ours, theirs))}
 
     assert found["1000 nodes: burst throughput >= kube-scheduler (QPS 1000/2000)'s"]["status"] == "NOT met"
     cpu = found["1000 nodes, burst: scheduler CPU per pod <= 0.5x kube-scheduler (QPS 1000/2000)'s"]
