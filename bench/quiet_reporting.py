@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.commanding import Report
+from bench.plotting import MISSING, pyplot
 from bench.reporting import sanitize
 from bench.requestcounts import rate_series
-
-Report = Callable[[str], None]
+from bench.tables import ratio, shown, table, value
 
 # (label, where in a run's results, format): the rows of the side-by-side table.
 ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -54,17 +53,6 @@ ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 OWN = ("POST pods", "PATCH nodes")
 
 
-def value(run: dict[str, Any], path: tuple[str, ...]) -> float:
-    found: Any = run
-    for part in path:
-        found = found.get(part) if isinstance(found, dict) else None
-    return float(found) if isinstance(found, int | float) else math.nan
-
-
-def ratio(mine: float, theirs: float) -> float:
-    return mine / theirs if theirs and math.isfinite(mine) and math.isfinite(theirs) else math.nan
-
-
 def _pair(results: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     by_key = {run["variant"]: run for run in results.get("runs", [])}
     if "promsched" in by_key and "ks-default" in by_key:
@@ -105,10 +93,6 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _format(template: str, number: float) -> str:
-    return template.format(number) if math.isfinite(number) else "-"
-
-
 def markdown(results: dict[str, Any]) -> str:
     settings, room, runs = results["settings"], results["room"], results["runs"]
     machine, changed = results["machine"], results["revision"]["changed"]
@@ -135,31 +119,32 @@ def markdown(results: dict[str, Any]) -> str:
         "with no scheduler running (kwok's heartbeats, the controllers) and the benchmark's own pod creates "
         "and node patches. The park window runs from the first create to the freeing of room.",
         "",
-        "| | " + " | ".join(run["label"] for run in runs) + (" | ratio |" if _pair(results) else " |"),
-        "| --- | " + " | ".join("---:" for _ in runs) + (" | ---: |" if _pair(results) else " |"),
     ]
     found_ratios = ratios(results)
+    header = ["", *(run["label"] for run in runs), *(["ratio"] if found_ratios else [])]
+    rows = []
     for label, path, template in ROWS:
-        cells = [_format(template, value(run, path)) for run in runs]
-        tail = f" | {_format('{:.2f}', found_ratios[label])} |" if found_ratios else " |"
-        lines.append(f"| {label} | " + " | ".join(cells) + tail)
+        cells = [label, *(shown(template, value(run, path)) for run in runs)]
+        rows.append(cells + ([shown("{:.2f}", found_ratios[label])] if found_ratios else []))
+    lines += table(header, rows)
     goals = targets(results)
     if goals:
         lines += ["", "Targets (reported, not asserted):", ""]
         lines += [f"- {name}: {'yes' if met else '**no**'}" for name, met in goals.items()]
     keys = sorted({key for run in runs for key in run["park"]["writes_per_minute"]})
     baseline = results["baseline"]["writes_per_minute"]
-    lines += [
-        "",
-        "Writes per minute while parked, by verb and resource:",
-        "",
-        "| write | " + " | ".join(run["label"] for run in runs) + " | baseline (no scheduler) |",
-        "| --- | " + " | ".join("---:" for _ in runs) + " | ---: |",
-    ]
-    for key in keys:
-        cells = [f"{run['park']['writes_per_minute'].get(key, 0.0):.1f}" for run in runs]
-        name = f"{key} (the benchmark's)" if key in OWN else key
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {baseline.get(key, 0.0):.1f} |")
+    lines += ["", "Writes per minute while parked, by verb and resource:", ""]
+    lines += table(
+        ["write", *(run["label"] for run in runs), "baseline (no scheduler)"],
+        (
+            [
+                f"{key} (the benchmark's)" if key in OWN else key,
+                *(f"{run['park']['writes_per_minute'].get(key, 0.0):.1f}" for run in runs),
+                f"{baseline.get(key, 0.0):.1f}",
+            ]
+            for key in keys
+        ),
+    )
     for run in runs:
         if run["watch_restarts"] or run["late_binds"] or run["failed_creates"]:
             lines += [
@@ -172,13 +157,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 def plot(results: dict[str, Any], out: Path) -> str:
     """Scheduling writes per minute over time, one line per scheduler; returns what it did."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install -e '.[bench]'): no plot"
+    plt = pyplot()
+    if plt is None:
+        return f"{MISSING}: no plot"
     figure, axes = plt.subplots(figsize=(9, 4.5))
     for run in results["runs"]:
         series = rate_series([(seconds, count) for seconds, count in run["series"]])

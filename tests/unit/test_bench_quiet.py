@@ -1,6 +1,6 @@
-"""The parked-pods benchmark's pure parts (bench/requestcounts.py, bench/quiet.py, bench/quiet_reporting.py):
-reading the API server's request counters, turning them into rates, planning the freed room, and
-summarising a run."""
+"""The parked-pods benchmark's pure parts (bench/requestcounts.py, bench/quiet_runs.py,
+bench/quiet_parking.py, bench/quiet_reporting.py): reading the API server's request counters, turning
+them into rates, planning the freed room, and summarising a run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from bench.pods import PodTimes
-from bench.quiet import OWN_WRITES, Room, Run, Sample, plan_room, summarise, taint_patch
+from bench.quiet_parking import taint_patch
 from bench.quiet_reporting import markdown, ratios, targets
+from bench.quiet_runs import OWN_WRITES, Room, Run, Sample, plan_room, summarise
 from bench.requestcounts import (
     RequestKey,
     by_label,
