@@ -19,45 +19,33 @@ scheduled pod. Results go to OUT/quality.json, OUT/quality.md and OUT/quality-*.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import json
 import math
-import signal
 import sys
-import tempfile
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import yaml
-
-from bench import quality_reporting
-from bench.commanding import REPO, Report, report_line, terminate
-from bench.facts import machine, revision
-from bench.kubeapi import watch, watch_session
+# Imported `as` themselves: re-exported for bench.rebalance_proof, which reads them as quality.NAME.
+from bench import commanding, quality_reporting
+from bench.commanding import Report, report_line
+from bench.facts import measured_on
 from bench.loads import skewed_profiles
 from bench.namespaces import create_namespace, delete_namespace
-from bench.quality_measures import PodLives, grid_of, node_measures, node_of, wait_measures
-from bench.quality_trace import USAGE_ANNOTATION, Trace, TraceSettings, Workload, generate
-from bench.sandboxing import stop_sandbox
+from bench.quality_measures import node_measures, wait_measures
+from bench.quality_querying import node_grids as node_grids
+from bench.quality_querying import wait_background as wait_background
+from bench.quality_replaying import replay as replay
+from bench.quality_trace import Trace, TraceSettings, generate
+from bench.sandboxing import prepare
+from bench.sandboxing import sandbox_for_trace as sandbox_for_trace
 from bench.scraping import prometheus_queries
 from bench.variants import Variant, policy_spec, start_variant
-from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
-from promsched.kube.requests import MERGE_PATCH, Request
-from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox, SandboxError
-from promsched.sandbox.components import SANDBOX_RELEASE
-from promsched.sandbox.demoing import install_crd, wait_for_metrics
-from promsched.sandbox.exporting import JOB
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.demoing import wait_for_metrics
 from promsched.sandbox.peers import Trimaran, TrimaranPlugin, TrimaranSettings, start_trimaran
 from promsched.sandbox.supervising import Supervisor
 
@@ -81,17 +69,7 @@ TRIMARAN: dict[str, TrimaranPlugin] = {
 # trace's usage on top of them leaves a mean node below the hot thresholds (a scheduler can then avoid
 # hot nodes, and whether it does is the measure).
 BACKGROUND_SCALE = {"cpu": 0.6, "memory": 0.7}
-MEMORY_QUERY = (
-    f'100 * (1 - node_memory_MemAvailable_bytes{{job="{JOB}"}} / node_memory_MemTotal_bytes{{job="{JOB}"}})'
-)
 QUERY_HANDLERS = ("/api/v1/query", "/api/v1/query_range")
-BACK_AT_BACKGROUND = 1.0  # percentage points: a node is cleared when this close to its background
-
-
-def cpu_query(window: str) -> str:
-    """Node CPU busy percent: a rate of the idle counter over `window`."""
-    idle = f'node_cpu_seconds_total{{job="{JOB}",mode="idle"}}'
-    return f"100 * (1 - avg by (instance) (rate({idle}[{window}])))"
 
 
 @dataclass(frozen=True)
@@ -137,164 +115,6 @@ def quality_policy(prometheus_url: str, refresh: str, variant: Variant) -> dict[
         "estimation": ESTIMATION[variant.key],
         "plugins": [dict(plugin) for plugin in QUALITY_PLUGINS],
     }
-
-
-# ----- the trace's objects ------------------------------------------------------------------------------
-
-
-def pod_template(workload: Workload, scheduler_name: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "labels": {"app": workload.name, "promsched.io/bench-kind": workload.kind},
-            "annotations": {USAGE_ANNOTATION: workload.usage.annotation()},
-        },
-        "spec": {
-            "schedulerName": scheduler_name,
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {
-                        "requests": {
-                            "cpu": f"{workload.cpu_request_milli}m",
-                            "memory": str(workload.memory_request_bytes),
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-def workload_object(workload: Workload, namespace: str, scheduler_name: str, replicas: int) -> dict[str, Any]:
-    """A workload as a ReplicaSet: the controller-manager creates its pods, which carry the controller
-    ownerReference that makes them siblings. A batch job too: kwok's pod stages complete a Job's pods
-    within a second of running, so a job is a ReplicaSet the trace deletes when the job ends."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {
-            "name": workload.name,
-            "namespace": namespace,
-            "labels": {"app": workload.name, "promsched.io/bench-kind": workload.kind},
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": workload.name}},
-            "template": pod_template(workload, scheduler_name),
-        },
-    }
-
-
-async def _act(client: KubeClient, request: Request, errors: list[str]) -> None:
-    try:
-        await client.send(request)
-    except (ApiError, OSError, TimeoutError) as error:
-        errors.append(f"{request.method} {request.path}: {error}"[:300])
-
-
-async def _follow(
-    session: aiohttp.ClientSession, client: KubeClient, namespace: str, lives: PodLives
-) -> None:
-    """Watch the namespace's pods into `lives`; after a broken watch, catch up from a listing (pods gone
-    from it are taken as deleted then)."""
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    version = ""
-    while True:
-        listing = await client.send(Request("GET", path))
-        now = time.time()
-        present = set()
-        for pod in listing["items"]:
-            present.add(pod["metadata"]["name"])
-            lives.observe("ADDED", pod, now)
-        for name in set(lives.first_seen) - present - set(lives.gone):
-            lives.gone[name] = now
-        version = listing["metadata"]["resourceVersion"]
-        with contextlib.suppress(RuntimeError, aiohttp.ClientError, TimeoutError, ValueError):
-            async for kind, pod in watch(session, path, {"resourceVersion": version}):
-                lives.observe(kind, pod, time.time())
-        await asyncio.sleep(0.5)
-
-
-async def replay(
-    credentials: Credentials, namespace: str, trace: Trace, scheduler_name: str
-) -> dict[str, Any]:
-    """Replay the trace in real time; returns the window (Unix seconds), the pods' lives and any failed
-    requests."""
-    lives = PodLives()
-    errors: list[str] = []
-    by_name = {workload.name: workload for workload in trace.workloads}
-    async with KubeClient(credentials, timeout=60) as client, watch_session(credentials) as session:
-        follower = asyncio.create_task(_follow(session, client, namespace, lives))
-        loop = asyncio.get_running_loop()
-        origin, start = loop.time(), time.time()
-        actions = []
-        for event in trace.events:
-            delay = origin + event.at_s - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            workload = by_name[event.workload]
-            collection = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
-            if event.action == "create":
-                body = workload_object(workload, namespace, scheduler_name, event.replicas)
-                request = Request("POST", collection, body)
-            elif event.action == "scale":
-                body = {"spec": {"replicas": event.replicas}}
-                request = Request("PATCH", f"{collection}/{workload.name}", body, MERGE_PATCH)
-            else:
-                params = {"propagationPolicy": "Background"}
-                request = Request("DELETE", f"{collection}/{workload.name}", params=params)
-            actions.append(asyncio.create_task(_act(client, request, errors)))
-        await asyncio.sleep(max(0.0, origin + trace.duration_s - loop.time()))
-        end = time.time()
-        await asyncio.gather(*actions)
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await follower
-    return {"start": start, "end": end, "lives": lives, "errors": errors}
-
-
-# ----- Prometheus ---------------------------------------------------------------------------------------
-
-
-def _prometheus(url: str, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
-    data = urllib.parse.urlencode(params).encode()
-    with urllib.request.urlopen(f"{url}{path}", data=data, timeout=60) as response:
-        result: list[dict[str, Any]] = json.load(response)["data"]["result"]
-    return result
-
-
-def node_grids(url: str, start: float, end: float, step: float) -> dict[str, dict[str, list[float]]]:
-    """Node CPU and memory (percent) over [start, end] on steps of `step`. CPU is a rate over 5 scrapes
-    (10 s), close to what the node used at each step."""
-    steps = int((end - start) // step) + 1
-    grids = {}
-    for key, query in (("cpu", cpu_query("10s")), ("memory", MEMORY_QUERY)):
-        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        grids[key] = grid_of(_prometheus(url, "/api/v1/query_range", params), start, step, steps)
-    return grids
-
-
-def wait_background(url: str, profiles: dict[str, dict[str, float]], timeout: float) -> float:
-    """Wait until every node's CPU (rate over 1 minute, promsched's window) and memory are back within
-    BACK_AT_BACKGROUND of its background; returns the seconds waited. Raises past `timeout`."""
-    started = time.monotonic()
-    off: dict[str, float] = {}
-    while time.monotonic() - started < timeout:
-        off = {}
-        for key, query in (("cpu", cpu_query("1m")), ("memory", MEMORY_QUERY)):
-            for series in _prometheus(url, "/api/v1/query", {"query": query}):
-                node = node_of(series["metric"]["instance"])
-                distance = abs(float(series["value"][1]) - profiles[node][key])
-                if distance > BACK_AT_BACKGROUND:
-                    off[f"{node} {key}"] = distance
-        if not off:
-            return time.monotonic() - started
-        time.sleep(5)
-    worst = sorted(off.items(), key=lambda item: -item[1])[:5]
-    raise SandboxError(f"node series not back at their background after {timeout:.0f} s: {worst}")
 
 
 # ----- one scheduler ------------------------------------------------------------------------------------
@@ -407,13 +227,8 @@ def _pods_per_node(nodes: dict[str, str], gone: dict[str, float]) -> dict[str, i
 def bench(settings: Settings, report: Report) -> dict[str, Any]:
     trace = generate(settings.trace)
     nodes = settings.trace.nodes
-    base = settings.workdir or Path(tempfile.gettempdir())
-    base.mkdir(parents=True, exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix=f"promsched-quality-{nodes}-", dir=base))
-    names = [f"node-{i}" for i in range(nodes)]
-    profiles = background_profiles(names, settings.trace.seed)
-    profiles_file = directory / "quality-profiles.yaml"
-    profiles_file.write_text(yaml.safe_dump({"nodes": profiles}, sort_keys=False))
+    profiles = background_profiles([f"node-{i}" for i in range(nodes)], settings.trace.seed)
+    directory, profiles_file = prepare(settings.workdir, "quality", nodes, profiles)
     results: dict[str, Any] = {
         "settings": {
             "trace": asdict(settings.trace),
@@ -424,16 +239,12 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
         },
         "trace": quality_reporting.trace_summary(trace),
         "background": profiles,
-        "kubernetes": SANDBOX_RELEASE,
-        "machine": machine(),
-        "revision": revision(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **measured_on(),
         "runs": [],
     }
     started = time.monotonic()
-    with sandbox_for_trace(
-        directory, nodes, profiles_file, settings.history, settings.out / "logs-quality", report
-    ) as (
+    logs = settings.out / "logs-quality"
+    with sandbox_for_trace(directory, nodes, profiles_file, settings.history, logs, report) as (
         sandbox,
         credentials,
     ):
@@ -446,25 +257,8 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
     return results
 
 
-@contextlib.contextmanager
-def sandbox_for_trace(
-    directory: Path, nodes: int, profiles_file: Path, history: float, logs: Path, report: Report
-) -> Iterator[tuple[Sandbox, Credentials]]:
-    """A sandbox of `nodes` with the CRD installed and its credentials; stopped (logs kept) at the end."""
-    try:
-        report(f"== {nodes} nodes: starting a sandbox in {directory}")
-        sandbox = launching.up(
-            directory, nodes=nodes, profiles_file=profiles_file, history=history, report=report
-        )
-        install_crd(sandbox)
-        yield sandbox, from_kubeconfig(sandbox.kubeconfig)
-    finally:
-        report(f"== {nodes} nodes: stopping the sandbox")
-        stop_sandbox(directory, logs)
-
-
 def _parse_args(argv: list[str] | None) -> Settings:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = commanding.parser(__doc__)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--minutes", type=float, default=10.0, help="trace length (default 10)")
     parser.add_argument("--seed", type=int, default=15)
@@ -477,13 +271,9 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--refresh", default="15s", help="promsched's refreshInterval (default 15s)")
     parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
     parser.add_argument("--clear-timeout", type=float, default=300.0)
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--workdir", type=Path, help="where the sandbox goes (default: the temp dir)")
-    parser.add_argument("--render", action="store_true", help="only rewrite quality.md and plots")
+    commanding.add_output_flags(parser, "only rewrite quality.md and plots")
     args = parser.parse_args(argv)
-    unknown = [key for key in args.schedulers.split(",") if key and key not in known]
-    if unknown:
-        parser.error(f"--schedulers: unknown {', '.join(unknown)}; use {', '.join(known)}")
+    schedulers = commanding.chosen(parser, "--schedulers", args.schedulers, known)
     try:
         trace = TraceSettings(
             nodes=args.nodes, minutes=args.minutes, seed=args.seed, requested_at_end=args.requested
@@ -492,7 +282,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         parser.error(str(error))
     return Settings(
         trace=trace,
-        schedulers=tuple(known[key] for key in args.schedulers.split(",") if key),
+        schedulers=schedulers,
         step=args.step,
         refresh=args.refresh,
         history=args.history,
@@ -505,15 +295,13 @@ def _parse_args(argv: list[str] | None) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
-    signal.signal(signal.SIGTERM, terminate)
-    settings.out.mkdir(parents=True, exist_ok=True)
-    if settings.render:
-        stored: dict[str, Any] = json.loads((settings.out / "quality.json").read_text())
-        print(quality_reporting.write(stored, settings.out, plots_too=True))
-        return 0
-    results = bench(settings, report_line)
-    print(quality_reporting.write(results, settings.out, plots_too=True))
-    return 0
+    return commanding.run(
+        settings.out,
+        settings.render,
+        "quality.json",
+        lambda: bench(settings, report_line),
+        lambda results: quality_reporting.write(results, settings.out, plots_too=True),
+    )
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.plotting import MISSING, pyplot
 from bench.quality_measures import CPU_HOT, MEMORY_HOT, hot_nodes
 from bench.quality_trace import Trace
-from bench.quiet_reporting import ratio, value
 from bench.reporting import sanitize
+from bench.tables import ratio, shown, table, value
+from bench.targets import target
 
 KUBE = "ks-default"
 PROMSCHED = "promsched"
@@ -72,14 +74,6 @@ def better_trimaran(results: dict[str, Any]) -> dict[str, Any] | None:
     return min(found, key=lambda run: value(run, ("hot_cpu_node_s",))) if found else None
 
 
-def _target(name: str, shown: str, met: bool | None) -> dict[str, Any]:
-    return {
-        "target": name,
-        "value": shown,
-        "status": "not measured" if met is None else ("met" if met else "NOT met"),
-    }
-
-
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets, reported, not asserted."""
     runs = _runs(results)
@@ -93,7 +87,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     hot, hot_kube = of(ours, "hot_cpu_node_s"), of(kube, "hot_cpu_node_s")
     known = math.isfinite(hot) and math.isfinite(hot_kube)
     found.append(
-        _target(
+        target(
             "CPU hot-node-seconds <= 0.5x kube-scheduler's",
             f"{hot:.0f} vs {hot_kube:.0f}" if known else "-",
             hot <= 0.5 * hot_kube if known else None,
@@ -101,7 +95,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     )
     hot_trimaran = of(trimaran, "hot_cpu_node_s")
     found.append(
-        _target(
+        target(
             "CPU hot-node-seconds below the better Trimaran plugin's",
             f"{hot:.0f} vs {hot_trimaran:.0f} ({trimaran['label']})" if trimaran else "-",
             hot < hot_trimaran if trimaran and math.isfinite(hot) else None,
@@ -110,7 +104,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     std, std_kube = of(ours, "cpu_std"), of(kube, "cpu_std")
     known = math.isfinite(std) and math.isfinite(std_kube)
     found.append(
-        _target(
+        target(
             "time-averaged CPU std <= 0.7x kube-scheduler's",
             f"{std:.2f} vs {std_kube:.2f} (x{ratio(std, std_kube):.2f})" if known else "-",
             std <= 0.7 * std_kube if known else None,
@@ -121,7 +115,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     wait, wait_kube = of(ours, "wait_mean_s"), of(kube, "wait_mean_s")
     known = math.isfinite(wait) and math.isfinite(wait_kube)
     found.append(
-        _target(
+        target(
             "pending time no worse than kube-scheduler's by more than 10% (mean wait; 1 s at least)",
             f"{wait:.2f} s vs {wait_kube:.2f} s" if known else "-",
             wait <= max(1.1 * wait_kube, wait_kube + 1.0) if known else None,
@@ -130,17 +124,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     hot_plain = of(plain, "hot_cpu_node_s")
     known = math.isfinite(hot) and math.isfinite(hot_plain)
     found.append(
-        _target(
+        target(
             "estimation on: fewer CPU hot-node-seconds than off",
             f"{hot:.0f} vs {hot_plain:.0f}" if known else "-",
             hot < hot_plain if known else None,
         )
     )
     return found
-
-
-def _format(template: str, number: float) -> str:
-    return template.format(number) if math.isfinite(number) else "-"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -162,20 +152,19 @@ def markdown(results: dict[str, Any]) -> str:
         + f", {results['machine']['cpus']} CPUs, wall {results.get('wall_s', math.nan) / 60:.0f} min.",
         "",
     ]
-    header = ["", *(run["label"] for run in runs)]
-    compared = [("kube-scheduler", kube)] + ([("better Trimaran", trimaran)] if trimaran else [])
     ours = by_key.get(PROMSCHED)
-    header += [f"promsched / {name}" for name, other in compared if other is not None and ours is not None]
-    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" + " ---: |" * (len(header) - 1)]
+    candidates = [("kube-scheduler", kube), ("better Trimaran", trimaran)]
+    compared = [(name, other) for name, other in candidates if other is not None and ours is not None]
+    header = ["", *(run["label"] for run in runs), *(f"promsched / {name}" for name, _ in compared)]
+    rows = []
     for label, key, template in ROWS:
-        cells = [label, *(_format(template, value(run, (key,))) for run in runs)]
-        for _, other in compared:
-            if other is not None and ours is not None:
-                cells.append(_format("{:.2f}", ratio(value(ours, (key,)), value(other, (key,)))))
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = [label, *(shown(template, value(run, (key,))) for run in runs)]
+        cells += [shown("{:.2f}", ratio(value(ours, (key,)), value(other, (key,)))) for _, other in compared]
+        rows.append(cells)
+    lines += table(header, rows)
     lines += ["", "## Targets", ""]
-    for target in targets(results):
-        lines.append(f"- {target['status']}: {target['target']} ({target['value']})")
+    for found in targets(results):
+        lines.append(f"- {found['status']}: {found['target']} ({found['value']})")
     for run in runs:
         if "trimaran_nodes_scored_from_metrics" in run:
             lines.append(
@@ -190,13 +179,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def plots(results: dict[str, Any], out: Path) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return ["matplotlib is not installed (pip install -e '.[bench]'): no plots"]
+    plt = pyplot()
+    if plt is None:
+        return [f"{MISSING}: no plots"]
     runs = results.get("runs", [])
     if not runs:
         return []

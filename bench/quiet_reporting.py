@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+# Imported `as` themselves: re-exported for bench.rebalance_reporting, which imports them from here.
 from bench.commanding import Report
 from bench.plotting import MISSING, pyplot
 from bench.reporting import sanitize
 from bench.requestcounts import rate_series
-from bench.tables import ratio, shown, table, value
+from bench.tables import ratio as ratio
+from bench.tables import shown, table
+from bench.tables import value as value
 
 # (label, where in a run's results, format): the rows of the side-by-side table.
 ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (

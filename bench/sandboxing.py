@@ -1,16 +1,23 @@
-"""The benches' sandboxes: a fresh directory with the nodes' load profiles, and stopping a sandbox while
-keeping its schedulers' logs."""
+"""The benches' sandboxes: a fresh directory with the nodes' load profiles, stopping a sandbox while
+keeping its schedulers' logs, and the trace benches' sandbox from start to stop."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.commanding import Report
+from promsched.kube.configuring import from_kubeconfig
+from promsched.kube.credentials import Credentials
 from promsched.sandbox import launching
+from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.demoing import install_crd
 
 
 def prepare(workdir: Path | None, name: str, nodes: int, profiles: dict[str, Any]) -> tuple[Path, Path]:
@@ -32,3 +39,20 @@ def stop_sandbox(directory: Path, logs: Path) -> None:
     for log in (directory / "logs").glob("bench-*.log"):
         shutil.copy(log, logs / log.name)
     shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def sandbox_for_trace(
+    directory: Path, nodes: int, profiles_file: Path, history: float, logs: Path, report: Report
+) -> Iterator[tuple[Sandbox, Credentials]]:
+    """A sandbox of `nodes` with the CRD installed and its credentials; stopped (logs kept) at the end."""
+    try:
+        report(f"== {nodes} nodes: starting a sandbox in {directory}")
+        sandbox = launching.up(
+            directory, nodes=nodes, profiles_file=profiles_file, history=history, report=report
+        )
+        install_crd(sandbox)
+        yield sandbox, from_kubeconfig(sandbox.kubeconfig)
+    finally:
+        report(f"== {nodes} nodes: stopping the sandbox")
+        stop_sandbox(directory, logs)

@@ -19,7 +19,9 @@ CPU_TARGET_RATIO = 0.5
 CPU_TARGET_NODES = (1000, 5000)
 
 
-def _target(name: str, value: str, met: bool | None) -> dict[str, Any]:
+def target(name: str, value: str, met: bool | None) -> dict[str, Any]:
+    """A target as the reports list it: its name, the value measured and whether it is met (None: not
+    measured)."""
     return {
         "target": name,
         "value": value,
@@ -34,11 +36,11 @@ def _ratio_target(
     it when `bound` < 1 or for latencies and CPU, at least it for throughput."""
     ours, theirs = find(results, nodes, "promsched", mode), find(results, nodes, "ks-raised", mode)
     if not ours or not theirs or not finite(ours[key]) or not finite(theirs[key]) or not theirs[key]:
-        return _target(name, "-", None)
+        return target(name, "-", None)
     ratio = ours[key] / theirs[key]
     met = ratio >= bound if key == "throughput" else ratio <= bound
     value = f"{fmt.format(ours[key])} vs {fmt.format(theirs[key])} (x{ratio:.2f}, medians)"
-    return _target(name, value, met)
+    return target(name, value, met)
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,7 +78,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if ours_all:
         worst_nodes, worst = max(ours_all, key=lambda item: _nan_low(item[1]["queries_per_pod"]))
         found.append(
-            _target(
+            target(
                 f"<= {QUERY_TARGET} Prometheus queries per scheduled pod (every promsched run)",
                 f"worst {worst['queries_per_pod']:.4f} ({worst_nodes} nodes, {worst['mode']}, "
                 f"{worst['pods']} pods)",
@@ -94,9 +96,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         name = f"Peak RSS <= {limit:.0f} MB at {RSS_TARGET_NODES} nodes and {pods} pods"
         if rss_runs:
             rss = max(run["peak_rss_mb"] for run in rss_runs)
-            found.append(_target(name, f"{rss:.0f} MB", rss <= limit))
+            found.append(target(name, f"{rss:.0f} MB", rss <= limit))
         else:
-            found.append(_target(name, "-", None))
+            found.append(target(name, "-", None))
     pairs = []
     for entry in results["node_counts"]:
         for mode in ("rate", "burst"):
@@ -115,7 +117,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         ]
         closest = max(pairs, key=lambda p: p[3]["cpu_std"] / p[4]["cpu_std"] if p[4]["cpu_std"] else math.inf)
         found.append(
-            _target(
+            target(
                 "Utilisation spread (std of CPU and memory) lower than kube-scheduler's in every row",
                 f"{sum(lower)}/{len(lower)} rows lower; closest: {closest[0]} nodes {closest[1]} vs "
                 f"{closest[2]}: CPU std {closest[3]['cpu_std']:.2f} vs {closest[4]['cpu_std']:.2f}",

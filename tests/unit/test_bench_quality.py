@@ -8,7 +8,6 @@ import math
 from typing import Any
 
 import pytest
-from bench.quality import workload_object
 from bench.quality_measures import (
     PodLives,
     grid_of,
@@ -17,6 +16,7 @@ from bench.quality_measures import (
     percentile,
     wait_measures,
 )
+from bench.quality_replaying import workload_object
 from bench.quality_reporting import better_trimaran, markdown, targets, trace_summary
 from bench.quality_trace import (
     CPU_RATIO_BANDS,
