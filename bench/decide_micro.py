@@ -1,6 +1,6 @@
 """The scheduling cycle alone, without a cluster: `decide()` for a burst of pods on N simulated nodes.
 
-    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile]
+    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle]
 
 It builds the scheduler's cache from the same node objects the sandbox creates, a snapshot of the
 benchmark's policy from the same skewed load profiles, and then decides and assumes pods one after
@@ -8,29 +8,39 @@ another, as `Scheduler.schedule_one` does. It reports CPU milliseconds per decis
 programs on a shared machine inflate wall time, not this) with Python's garbage collector as it is,
 with the heap frozen after set-up (`gc.freeze()`), and with it disabled; `--profile` adds a cProfile
 of the decisions. Use it to check a change to the hot path before the full benchmark.
+
+`--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch event
+parsed (`Scheduler.on_pod`), its cycle (`schedule_one`: decision, status record, annotation) and the
+binding and event requests built, sent to a sender that answers at once. The API server, the watch and
+Kopf are not in it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import pstats
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bench.loads import skewed_profiles
-from bench.pods import POD_CPU, POD_MEMORY
+from bench.pods import POD_CPU, POD_MEMORY, pod_manifest
 from bench.variants import policy_spec
 from promsched.api.policies import parse_spec
+from promsched.kube.requests import Request
 from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
+from promsched.metrics.planning import Plan
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.schedulers import Scheduler
 
 # Which profile field each built-in plugin reads.
 PROFILE_FIELD = {
@@ -42,27 +52,42 @@ PROFILE_FIELD = {
 }
 
 
-def build(nodes: int, seed: int = 8) -> tuple[ClusterCache, Snapshot]:
-    names = [f"node-{i}" for i in range(nodes)]
-    profiles = skewed_profiles(names, seed + nodes)
-    cache = ClusterCache()
-    for index, name in enumerate(names):
-        manifest = node_manifest(name, index, NodeSetup(LoadProfile()))
+def node_objects(nodes: int) -> list[dict[str, object]]:
+    """The sandbox's node objects, Ready, as the API returns them."""
+    objects = []
+    for index in range(nodes):
+        manifest = node_manifest(f"node-{index}", index, NodeSetup(LoadProfile()))
         status = manifest["status"]
         assert isinstance(status, dict)
         status["conditions"] = [{"type": "Ready", "status": "True"}]
         metadata = manifest["metadata"]
         assert isinstance(metadata, dict)
         metadata["resourceVersion"] = "1"
+        objects.append(manifest)
+    return objects
+
+
+def build(nodes: int, seed: int = 8) -> tuple[ClusterCache, Snapshot]:
+    cache = ClusterCache()
+    for manifest in node_objects(nodes):
         cache.upsert_node(NodeInfo.from_object(manifest))
-    plan = plan_from_policy(parse_spec(policy_spec("http://127.0.0.1:9090", "15s")))
+    return cache, snapshot_of(list(cache.nodes), plan_from_policy(parse_spec(bench_policy())), seed)
+
+
+def bench_policy() -> dict[str, Any]:
+    return policy_spec("http://127.0.0.1:9090", "15s")
+
+
+def snapshot_of(names: list[str], plan: Plan, seed: int = 8) -> Snapshot:
+    """The benchmark's skewed loads on `names`, read just now."""
+    profiles = skewed_profiles(names, seed + len(names))
     now = time.time()
     plugins = {}
     for plugin in plan.plugins:
         field = PROFILE_FIELD[plugin.name]
         series = {name: Series({}, profiles[name][field], now) for name in names}
         plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=now)
-    return cache, Snapshot(plan=plan, taken_at=now, plugins=plugins)
+    return Snapshot(plan=plan, taken_at=now, plugins=plugins)
 
 
 def pod(index: int) -> PodInfo:
@@ -132,16 +157,123 @@ def measure(nodes: int, pods: int) -> list[dict[str, object]]:
     return rows
 
 
+# ----- the whole cycle ----------------------------------------------------------------------------------
+
+
+class AnsweringSender:
+    """The API server's part, answered at once: every request succeeds with an empty object."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def send(self, request: Request) -> Any:
+        self.sent += 1
+        return {}
+
+
+class FixedRefresher:
+    """The policy's metrics: the benchmark's skewed loads, taken once, no Prometheus."""
+
+    def __init__(self, plan: Plan, endpoint: object, nodes: Callable[[], Any], **_: object) -> None:
+        self.plan = plan
+        self.latest = snapshot_of(sorted(nodes().names, key=lambda name: int(name.rsplit("-", 1)[1])), plan)
+
+    def start(self) -> None:
+        return
+
+    async def refresh(self) -> Snapshot:
+        return self.latest
+
+    async def update(self, plan: Plan, endpoint: object) -> bool:
+        self.plan = plan
+        return True
+
+    async def stop(self) -> None:
+        return
+
+
+def pod_object(index: int, scheduler_name: str) -> dict[str, Any]:
+    """A benchmark pod as the watch delivers it: with what the API server's admission adds."""
+    manifest = pod_manifest("bench", f"p-{index}", scheduler_name)
+    manifest["metadata"] |= {
+        "uid": f"uid-{index}",
+        "resourceVersion": str(10 + index),
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
+    manifest["spec"] |= {
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "priority": 0,
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "tolerations": [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ],
+    }
+    manifest["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return manifest
+
+
+def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
+    """A scheduler fed the nodes and the policy; the returned callable feeds `pods` pods one after
+    another through their event, cycle, binding and bound event, returning the seconds it took."""
+    spec = bench_policy()
+    scheduler_name = spec["schedulerName"]
+    loop = asyncio.new_event_loop()
+    refresher_factory: Any = FixedRefresher  # answers what the scheduler asks of a Refresher
+    scheduler = Scheduler(AnsweringSender(), refresher_factory=refresher_factory, rng=random.Random(1))
+    for manifest in node_objects(nodes):
+        scheduler.on_node("ADDED", manifest)
+    policy = {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "bench", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+    }
+    loop.run_until_complete(scheduler.on_policy("ADDED", policy))
+    objects = [pod_object(i, scheduler_name) for i in range(pods)]
+
+    async def feed() -> None:
+        for obj in objects:
+            scheduler.on_pod("ADDED", obj)
+            entry = scheduler.queue.pop_nowait()
+            assert entry is not None
+            outcome = scheduler.schedule_one(entry)
+            assert outcome is not None
+            assert outcome.node is not None
+            while scheduler._tasks:  # the binding and its event, sent
+                await asyncio.wait(list(scheduler._tasks))
+            obj["spec"]["nodeName"] = outcome.node
+            obj["metadata"]["resourceVersion"] += "0"
+            scheduler.on_pod("MODIFIED", obj)
+
+    def run() -> float:
+        started = time.process_time()
+        loop.run_until_complete(feed())
+        seconds = time.process_time() - started
+        loop.run_until_complete(scheduler.close())
+        loop.close()
+        return seconds
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
     args = parser.parse_args()
     for row in measure(args.nodes, args.pods):
         print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
+    if args.cycle:
+        seconds = cycle_burst(args.nodes, args.pods)()
+        print(f"{args.nodes} nodes, {args.pods} pods, whole cycle: {1000 * seconds / args.pods:.2f} ms")
     if args.profile:
-        run = burst(args.nodes, args.pods)
+        run = cycle_burst(args.nodes, args.pods) if args.cycle else burst(args.nodes, args.pods)
         profiler = cProfile.Profile()
         profiler.runcall(run)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
