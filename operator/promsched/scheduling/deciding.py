@@ -27,10 +27,12 @@ from promsched.scheduling.filters import (
     DEFAULT_FILTERS,
     ClusterFilter,
     Filter,
+    run_filters,
     summarize_failures,
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
+from promsched.scheduling.filters.node_verdicts import NodeVerdicts, node_only_prefix
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
@@ -143,9 +145,9 @@ def _unseen_load(
 
 @dataclass(slots=True)
 class DecisionMemo:
-    """What decisions work out once from `snapshot` and look up afterwards: node scores, and the herd
-    adjustment per node (kept until the node's placements change). Its owner, the policy's runtime,
-    keeps one per snapshot, so `decide()` itself holds no state."""
+    """What decisions work out once from `snapshot` and look up afterwards: node scores, the herd
+    adjustment per node (kept until the node's placements change), the node-only filters' verdicts. Its
+    owner, the policy's runtime, keeps one per snapshot, so `decide()` itself holds no state."""
 
     snapshot: Snapshot
     scores: ScoreMemo = field(default_factory=ScoreMemo)
@@ -154,6 +156,8 @@ class DecisionMemo:
     herd: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
     estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
     thresholds: Thresholds | None = None  # the cpu and memory thresholds, against incoming pods
+    # The node-only filters' verdicts per node, kept until the node changes (snapshots change nothing).
+    verdicts: NodeVerdicts = field(default_factory=NodeVerdicts)
 
     def estimates_for(self, cache: ClusterCache) -> Estimates:
         if self.estimates is None:
@@ -311,13 +315,23 @@ def decide(
     position = 0
     # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
     nodes, usage_of, any_nominated = cache.nodes, cache.usage_of, bool(cache.nominated)
+    # The node-only filters come first: their verdicts are looked up, and the rest run where they pass.
+    split = node_only_prefix(filters)
+    node_only, rest = filters[:split], filters[split:]
+    verdicts = memo.verdicts.of(node_only, pod)
     while position < total_nodes and len(ranked) < wanted:
         feasible: list[str] = []
         while position < total_nodes and len(feasible) < wanted - len(ranked):
             name = order[position]
             position += 1
-            nominated = nominated_before(pod, cache, name) if any_nominated else []
-            status = filter_node(pod, nodes[name], usage_of(name), filters, checks, nominated)
+            node = nodes[name]
+            known = verdicts.get(name)
+            if known is None or known[0] is not node:
+                known = verdicts[name] = (node, run_filters(pod, node, usage_of(name), node_only))
+            status = known[1]
+            if status is None:
+                nominated = nominated_before(pod, cache, name) if any_nominated else []
+                status = filter_node(pod, node, usage_of(name), rest, checks, nominated)
             if status is None:
                 feasible.append(name)
             else:

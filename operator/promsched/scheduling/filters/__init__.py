@@ -6,7 +6,8 @@ evicting pods could lift it) and a reason, the key the FailedScheduling message 
 never names the node. Each filter declares the cluster events that can lift its rejections (`events`),
 so a pod it rejected waits for one of those.
 
-Node filters judge a node by the node and what its pods take (`Filter`). Cluster filters judge it by
+Node filters judge a node by the node and what its pods take (`Filter`); those that read the node alone
+say so (`node_only`), and their verdicts are kept across pods (`node_verdicts`). Cluster filters judge it by
 more: other pods' labels and affinity terms, namespaces, volumes (`ClusterFilter`). As kube's PreFilter
 step, a cluster filter prepares once per pod and cycle what it needs from the whole cluster (counts of
 matching pods per topology domain, the pod's bound volumes); each node is then checked by lookups. It

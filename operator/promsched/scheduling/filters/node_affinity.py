@@ -14,6 +14,7 @@ REASON: Final = "node(s) didn't match Pod's node affinity/selector"
 
 class NodeAffinity:
     name = "NodeAffinity"
+    node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:

@@ -18,6 +18,7 @@ REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
 class AffinityNodeNames:
     name = "NodeAffinityPreFilter"
+    node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED
 
     def concerns(self, pod: PodInfo) -> bool:

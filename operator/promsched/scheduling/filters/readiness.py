@@ -22,6 +22,7 @@ UNREACHABLE_TAINT: Final = Taint(key="node.kubernetes.io/unreachable", value="",
 
 class NodeReadiness:
     name = "NodeReadiness"
+    node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:

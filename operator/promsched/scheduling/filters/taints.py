@@ -13,6 +13,7 @@ from promsched.scheduling.pods import PodInfo
 
 class TaintToleration:
     name = "TaintToleration"
+    node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:

@@ -15,6 +15,7 @@ UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", value
 
 class NodeUnschedulable:
     name = "NodeUnschedulable"
+    node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
 
     def concerns(self, pod: PodInfo) -> bool:
