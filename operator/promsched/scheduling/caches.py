@@ -55,8 +55,10 @@ class ClusterCache:
     counted: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     assumed: set[str] = field(default_factory=set)
     placements: dict[str, deque[Placement]] = field(default_factory=dict)  # per node, oldest first
-    # node -> a number that changes whenever its placements do, so what is derived from them can be kept.
+    # node -> a number that changes whenever its placements do, so what is derived from them can be kept:
+    # the count of placement changes so far, at its latest. Ordered by it (`placements_changed_since`).
     placement_versions: dict[str, int] = field(default_factory=dict)
+    placement_changes: int = 0
     placement_memory: float = PLACEMENT_MEMORY_SECONDS
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
@@ -404,7 +406,16 @@ class ClusterCache:
         self._placements_changed(node)
 
     def _placements_changed(self, node: str) -> None:
-        self.placement_versions[node] = self.placement_versions.get(node, 0) + 1
+        self.placement_changes += 1
+        self.placement_versions.pop(node, None)  # to the end: the dict stays in version order
+        self.placement_versions[node] = self.placement_changes
+
+    def placements_changed_since(self, version: int) -> Iterator[str]:
+        """The nodes whose placements changed after `placement_changes` was `version`, latest first."""
+        for node, changed in reversed(self.placement_versions.items()):
+            if changed <= version:
+                return
+            yield node
 
     def placements_after(self, node: str, since: float) -> Iterator[Placement]:
         """The node's placements later than `since`, newest first."""

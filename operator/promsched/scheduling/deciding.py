@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
@@ -27,6 +27,7 @@ from promsched.scheduling.filters import (
     DEFAULT_FILTERS,
     ClusterFilter,
     Filter,
+    run_checks,
     run_filters,
     summarize_failures,
     summarize_rejection,
@@ -152,8 +153,10 @@ class DecisionMemo:
     snapshot: Snapshot
     scores: ScoreMemo = field(default_factory=ScoreMemo)
     herd_windows: tuple[HerdWindow, ...] | None = None
-    # node -> (its placement version, the load to add per plugin)
-    herd: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
+    # node -> the load to add per plugin, for the nodes with some, as of the cache's `placement_changes`
+    # at `herd_version`
+    herd: dict[str, dict[str, float]] = field(default_factory=dict)
+    herd_version: int = 0
     estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
     thresholds: Thresholds | None = None  # the cpu and memory thresholds, against incoming pods
     # The node-only filters' verdicts per node, kept until the node changes (snapshots change nothing).
@@ -173,35 +176,40 @@ class DecisionMemo:
         return self.thresholds.incoming(self.estimates_for(cache).of(pod))
 
 
-def herd_adjustments(
-    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
-) -> dict[str, dict[str, float]]:
+def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str, float]]:
     """Load (percentage points) to add per node and plugin for pods placed too recently for the
     snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
-    when the metrics were read.
+    when the metrics were read; nodes with none are left out.
 
-    Per snapshot and node it is worked out once and kept until the node's placements change, so a pod's
-    cycle costs a lookup per node.
+    Per snapshot it is worked out once per node, and again for the nodes whose placements changed
+    since, so a pod's cycle costs what the placements since the previous one changed.
     """
     windows = memo.herd_windows
     if windows is None:
         windows = memo.herd_windows = herd_windows(memo.snapshot)
-    if not windows:
-        return {}
+    if not windows or memo.herd_version == cache.placement_changes:
+        return memo.herd
     known = memo.herd
     horizon = min(window.horizon for window in windows)
-    adjustments = {}
-    for node in nodes:
+    for node in cache.placements_changed_since(memo.herd_version):
         placements = cache.placements.get(node)
-        if not placements or placements[-1].at <= horizon:
-            continue
-        version = cache.placement_versions[node]
-        entry = known.get(node)
-        if entry is None or entry[0] != version:
-            entry = known[node] = (version, _unseen_load(cache, node, windows, memo.estimates_for(cache)))
-        if entry[1]:
-            adjustments[node] = entry[1]
-    return adjustments
+        load = None
+        if placements and placements[-1].at > horizon:
+            load = _unseen_load(cache, node, windows, memo.estimates_for(cache))
+        if load:
+            known[node] = load
+        else:
+            known.pop(node, None)
+    memo.herd_version = cache.placement_changes
+    return known
+
+
+def herd_adjustments(
+    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
+) -> dict[str, dict[str, float]]:
+    """`herd_loads` of `nodes`."""
+    loads = herd_loads(cache, memo)
+    return {node: loads[node] for node in nodes if node in loads}
 
 
 def prepare_checks(
@@ -321,7 +329,8 @@ def decide(
     verdicts = memo.verdicts.of(node_only, pod)
     while position < total_nodes and len(ranked) < wanted:
         feasible: list[str] = []
-        while position < total_nodes and len(feasible) < wanted - len(ranked):
+        room = wanted - len(ranked)
+        while position < total_nodes and len(feasible) < room:
             name = order[position]
             position += 1
             node = nodes[name]
@@ -330,8 +339,13 @@ def decide(
                 known = verdicts[name] = (node, run_filters(pod, node, usage_of(name), node_only))
             status = known[1]
             if status is None:
-                nominated = nominated_before(pod, cache, name) if any_nominated else []
-                status = filter_node(pod, node, usage_of(name), rest, checks, nominated)
+                if any_nominated and (nominated := nominated_before(pod, cache, name)):
+                    status = filter_node(pod, node, usage_of(name), rest, checks, nominated)
+                else:
+                    # `filter_node` with nothing nominated, inlined: this runs for hundreds of nodes.
+                    status = run_filters(pod, node, usage_of(name), rest)
+                    if status is None and checks:
+                        status = run_checks(node, checks)
             if status is None:
                 feasible.append(name)
             else:
@@ -339,8 +353,7 @@ def decide(
                 failed.append((name, status))
                 lifted_by |= status.lifted_by
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
-        extra_load = herd_adjustments(cache, memo, feasible)
-        results = score_nodes(snapshot, feasible, extra_load=extra_load, memo=memo.scores)
+        results = score_nodes(snapshot, feasible, extra_load=herd_loads(cache, memo), memo=memo.scores)
         for result in incoming.filter(results) if incoming is not None else results:
             if result.feasible:
                 ranked.append(result)

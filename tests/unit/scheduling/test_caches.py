@@ -129,6 +129,16 @@ def test_pods_running_longer_than_the_placement_memory_are_not_placements(
     assert "n1" not in cache.placements
 
 
+def test_the_nodes_whose_placements_changed_since_a_version_come_latest_first(cache: ClusterCache) -> None:
+    cache.assume(pod("a"), "n1")
+    since = cache.placement_changes
+    cache.assume(pod("b"), "n2")
+    cache.assume(pod("c"), "n1")
+    assert list(cache.placements_changed_since(since)) == ["n1", "n2"]
+    assert list(cache.placements_changed_since(0)) == ["n1", "n2"]
+    assert list(cache.placements_changed_since(cache.placement_changes)) == []
+
+
 def test_placement_versions_change_with_placements(cache: ClusterCache, clock: Clock) -> None:
     cache.assume(pod("a"), "n1")
     first = cache.placement_versions["n1"]

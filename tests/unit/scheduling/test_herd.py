@@ -106,6 +106,19 @@ def test_adjustments_follow_new_placements_within_one_snapshot(cache: ClusterCac
     assert herd_adjustments(cache, taken, ["n2"]) == {"n2": {"cpu": 25.0, "memory": 25.0}}
 
 
+def test_adjustments_follow_deleted_pods_and_nodes_within_one_snapshot(
+    cache: ClusterCache, clock: Clock
+) -> None:
+    taken = DecisionMemo(snapshot())
+    placed(cache, clock, "a", READ_AT + 1)
+    placed(cache, clock, "b", READ_AT + 2, "n2")
+    assert set(herd_adjustments(cache, taken, ["n1", "n2"])) == {"n1", "n2"}
+    cache.remove_pod("uid-a")
+    assert herd_adjustments(cache, taken, ["n1", "n2"]) == {"n2": {"cpu": 25.0, "memory": 25.0}}
+    cache.remove_node("n2")
+    assert herd_adjustments(cache, taken, ["n1", "n2"]) == {}
+
+
 def test_a_pod_found_long_running_adds_nothing(cache: ClusterCache) -> None:
     started = READ_AT - 3600
     cache.observe_pod(pod_info("old", node_name="n1", started_at=started, phase="Running"))
