@@ -20,7 +20,6 @@ from typing import Final
 import aiohttp
 
 from promsched.api.annotations import DECISION_ANNOTATION
-from promsched.api.statuses import Decision
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.scheduling import telemetry
@@ -30,6 +29,7 @@ from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS, VolumeBinder, VolumeBindingFailed
 from promsched.scheduling.queues import QueuedPod, SchedulingQueue
+from promsched.scheduling.recording import DecisionRecord
 from promsched.scheduling.runtimes import PolicyRuntime
 from promsched.scheduling.volume_binding_plans import VolumePlan
 from promsched.scheduling.writing import WriteQueue
@@ -74,7 +74,7 @@ class Binder:
         self,
         entry: QueuedPod,
         runtime: PolicyRuntime,
-        decision: Decision,
+        decision: DecisionRecord,
         node: str,
         annotation: str,
         volumes: VolumePlan | None = None,
@@ -91,7 +91,7 @@ class Binder:
         self.spawn(self._bind(entry, runtime, decision, node, annotation))
 
     async def _bind(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: DecisionRecord, node: str, annotation: str
     ) -> None:
         try:
             await self._send_binding(entry, runtime, decision, node, annotation)
@@ -101,7 +101,7 @@ class Binder:
                 self.room.set()
 
     async def _send_binding(
-        self, entry: QueuedPod, runtime: PolicyRuntime, decision: Decision, node: str, annotation: str
+        self, entry: QueuedPod, runtime: PolicyRuntime, decision: DecisionRecord, node: str, annotation: str
     ) -> None:
         pod = entry.pod
         # The node may have gone or been cordoned since the decision (the cycle does not wait on the
@@ -143,7 +143,7 @@ class Binder:
         self,
         entry: QueuedPod,
         runtime: PolicyRuntime,
-        decision: Decision,
+        decision: DecisionRecord,
         node: str,
         annotation: str,
         volumes: VolumePlan,

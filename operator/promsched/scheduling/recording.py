@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from promsched.api.statuses import (
     Decision,
     Preflight,
     SchedulingPolicyStatus,
+    UsageEstimate,
     set_condition,
 )
 
@@ -39,6 +40,31 @@ def condition(
     )
 
 
+class LazyDecision:
+    """A decision's record, built when the status shows it: a status write shows the latest few, once a
+    second, while a burst decides many pods in between. `estimate` (for the pod's annotation) is kept
+    at once."""
+
+    __slots__ = ("_build", "_built", "estimate")
+
+    def __init__(self, build: Callable[[], Decision], estimate: UsageEstimate | None = None) -> None:
+        self._build = build
+        self._built: Decision | None = None
+        self.estimate = estimate
+
+    def get(self) -> Decision:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+
+DecisionRecord = Decision | LazyDecision
+
+
+def built(record: DecisionRecord) -> Decision:
+    return record.get() if isinstance(record, LazyDecision) else record
+
+
 @dataclass
 class PolicyStatus:
     """Counts pods, not attempts: `scheduled` pods bound (or scored, in Shadow mode); `unschedulable`
@@ -52,7 +78,7 @@ class PolicyStatus:
     unschedulable: int = 0
     errors: int = 0
     conditions: list[Condition] = field(default_factory=list)
-    decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
+    recorded: deque[DecisionRecord] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
     preflight: Preflight | None = None
     failing: dict[str, str] = field(default_factory=dict)  # pod uid -> why it fits nowhere now
     rebalance: RebalanceStatus | None = None  # the latest rebalance cycle
@@ -71,8 +97,13 @@ class PolicyStatus:
             preflight=existing.preflight,
             rebalance=existing.rebalance,
         )
-        status.decisions.extend(reversed(existing.recent_decisions))
+        status.recorded.extend(reversed(existing.recent_decisions))
         return status
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """The recent decisions, oldest first."""
+        return [built(record) for record in self.recorded]
 
     def set_conditions(self, conditions: Sequence[Condition]) -> None:
         updated = self.conditions
@@ -82,13 +113,13 @@ class PolicyStatus:
             self.conditions = updated
             self.dirty = True
 
-    def record_scheduled(self, uid: str, decision: Decision) -> None:
+    def record_scheduled(self, uid: str, decision: DecisionRecord) -> None:
         self.failing.pop(uid, None)
         self.scheduled += 1
-        self.decisions.append(decision)
+        self.recorded.append(decision)
         self.dirty = True
 
-    def record_unschedulable(self, uid: str, message: str, decision: Decision | None) -> None:
+    def record_unschedulable(self, uid: str, message: str, decision: DecisionRecord | None) -> None:
         previous = self.failing.get(uid)
         if previous == message:
             return  # the same failure again: nothing new to show
@@ -96,7 +127,7 @@ class PolicyStatus:
             self.unschedulable += 1
         self.failing[uid] = message
         if decision is not None:
-            self.decisions.append(decision)
+            self.recorded.append(decision)
         self.dirty = True
 
     def forget(self, uid: str) -> None:
@@ -113,7 +144,8 @@ class PolicyStatus:
         self.dirty = True
 
     def to_status(self) -> dict[str, Any]:
-        recent = list(self.decisions)[-self.history :] if self.history else []
+        # Built here, and only the ones shown.
+        recent = [built(record) for record in list(self.recorded)[-self.history :]] if self.history else []
         recent.reverse()
         status = SchedulingPolicyStatus(
             observed_generation=self.observed_generation,
@@ -122,7 +154,7 @@ class PolicyStatus:
             unschedulable=self.unschedulable,
             unschedulable_now=len(self.failing),
             errors=self.errors,
-            last_decision=self.decisions[-1] if self.decisions else None,
+            last_decision=built(self.recorded[-1]) if self.recorded else None,
             recent_decisions=recent,
             preflight=self.preflight,
             rebalance=self.rebalance,

@@ -42,6 +42,7 @@ from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS
 from promsched.scheduling.preempting import nominated_node
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.rebalancing import Rebalancer
+from promsched.scheduling.recording import LazyDecision
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 
 logger = logging.getLogger(__name__)
@@ -402,34 +403,43 @@ class Scheduler:
         """Preemption evicts only where promsched may write (with `namespaces`, its RBAC is theirs)."""
         return self.namespaces is None or victim.namespace in self.namespaces
 
-    def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> Decision:
+    def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> LazyDecision:
+        """The decision's record, built when the status shows it from what holds now."""
         policy = runtime.policy
         assert policy is not None
-        filtered = sorted(outcome.filtered.items(), key=lambda item: -item[1])[:32]
         estimate = runtime.memo.estimates_for(self.cache).of(entry.pod) if runtime.memo else None
         if estimate is not None:
             telemetry.pod_estimates.labels(runtime.name, "cpu", estimate.cpu.source.value).inc()
             telemetry.pod_estimates.labels(runtime.name, "memory", estimate.memory.source.value).inc()
-        return Decision(
-            pod=entry.pod.key,
-            node=outcome.node,
-            time=datetime.now(UTC),
-            latency_ms=max(0.0, (self.queue.clock() - entry.added_at) * 1000.0),
-            generation=policy.generation,
-            mode=policy.spec.mode,
-            top_nodes=[
-                replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
-                for result in _chosen_first(outcome)[:TOP_NODES]
-            ],
-            filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
-            estimate=estimate.to_api() if estimate is not None else None,
-        )
+        usage = estimate.to_api() if estimate is not None else None
+        decided_at = time.time()
+        latency_ms = max(0.0, (self.queue.clock() - entry.added_at) * 1000.0)
+        generation, mode = policy.generation, policy.spec.mode
+
+        def build() -> Decision:
+            filtered = sorted(outcome.filtered.items(), key=lambda item: -item[1])[:32]
+            return Decision(
+                pod=entry.pod.key,
+                node=outcome.node,
+                time=datetime.fromtimestamp(decided_at, UTC),
+                latency_ms=latency_ms,
+                generation=generation,
+                mode=mode,
+                top_nodes=[
+                    replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
+                    for result in _chosen_first(outcome)[:TOP_NODES]
+                ],
+                filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
+                estimate=usage,
+            )
+
+        return LazyDecision(build, usage)
 
     def _unschedulable(
         self,
         entry: QueuedPod,
         runtime: PolicyRuntime,
-        decision: Decision | None,
+        decision: LazyDecision | None,
         message: str,
         lifted_by: ClusterEvent,
     ) -> None:

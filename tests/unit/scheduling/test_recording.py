@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from promsched.api.statuses import Decision
-from promsched.scheduling.recording import PolicyStatus
+from promsched.scheduling.recording import LazyDecision, PolicyStatus
 
 BASE = {"time": "2026-11-29T00:00:00Z", "latencyMs": 1, "generation": 1, "mode": "Enforce"}
 
@@ -48,3 +48,24 @@ def test_unschedulable_now_falls_when_a_failing_pod_is_placed_or_gone() -> None:
     assert status.dirty
     body = status.to_status()
     assert (body["unschedulable"], body["unschedulableNow"]) == (2, 0)
+
+
+def test_a_lazy_decision_is_built_once_and_only_when_the_status_shows_it() -> None:
+    status = PolicyStatus(history=2)
+    built: list[str] = []
+
+    def lazy(pod: str) -> LazyDecision:
+        def build() -> Decision:
+            built.append(pod)
+            return decision(pod, "n1")
+
+        return LazyDecision(build)
+
+    for index in range(10):
+        status.record_scheduled(f"uid-{index}", lazy(f"ns/p-{index}"))
+    assert built == []
+    body = status.to_status()
+    assert [d["pod"] for d in body["recentDecisions"]] == ["ns/p-9", "ns/p-8"]
+    assert body["lastDecision"]["pod"] == "ns/p-9"
+    status.to_status()
+    assert sorted(built) == ["ns/p-8", "ns/p-9"]

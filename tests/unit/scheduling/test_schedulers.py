@@ -235,6 +235,18 @@ async def test_preferences_past_twenty_plugins_stay_out_of_the_status_only(sende
     assert [plugin.name for plugin in shown] == [plugin["name"] for plugin in plugins]
 
 
+async def test_a_decision_shown_after_a_policy_change_keeps_the_generation_it_was_made_by(
+    scheduler: Scheduler,
+) -> None:
+    scheduler.on_pod("ADDED", pod_object("web"))
+    await cycle(scheduler)
+    changed = policy()
+    changed["metadata"]["generation"] = 2
+    await scheduler.on_policy("MODIFIED", changed)
+    body = scheduler.policies["p"].status.to_status()
+    assert (body["lastDecision"]["pod"], body["lastDecision"]["generation"]) == ("ns/web", 1)
+
+
 async def test_the_younger_of_two_policies_for_one_name_is_in_conflict(scheduler: Scheduler) -> None:
     await scheduler.on_policy("ADDED", policy("younger", created="2026-06-01T00:00:00Z"))
     younger = scheduler.policies["younger"]
