@@ -11,6 +11,7 @@ in millicores, everything else in whole units. Like Quantity, nothing exceeds th
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -63,6 +64,21 @@ def parse_quantity(value: object, path: str, *, milli: bool = False) -> int:
 
     Rounds up, away from zero. `path` names the field in the error, e.g. ``status.allocatable.cpu``.
     """
+    if type(value) is str:
+        try:
+            return _parsed_text(value, milli)
+        except QuantityError:
+            pass  # parsed again below, for the error naming `path`
+    return _parse_quantity(value, path, milli=milli)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_text(text: str, milli: bool) -> int:
+    """Pods repeat a few quantities ("100m", "128Mi"): each text is parsed once."""
+    return _parse_quantity(text, "", milli=milli)
+
+
+def _parse_quantity(value: object, path: str, *, milli: bool) -> int:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"{path}: {value!r} is not a quantity (a string such as '100m' or '1Gi')")
     # The API's JSON decoder trims spaces before parsing; numbers are accepted as their text.
@@ -126,10 +142,13 @@ class Resources:
         object.__setattr__(self, "scalars", MappingProxyType(scalars))
 
     def __add__(self, other: Resources) -> Resources:
+        # Nothing added, or added to nothing: common in parsing a pod (no init containers, no overhead).
+        if other is ZERO_RESOURCES or self is ZERO_RESOURCES:
+            return self if other is ZERO_RESOURCES else other
         return self._combined(other, operator.add)
 
     def __sub__(self, other: Resources) -> Resources:
-        return self._combined(other, operator.sub)
+        return self if other is ZERO_RESOURCES else self._combined(other, operator.sub)
 
     def max_per_resource(self, other: Resources) -> Resources:
         """The larger amount of each resource: what a pod needs across phases that never overlap."""
@@ -189,6 +208,8 @@ def resources_from_list(resource_list: Mapping[str, Any], path: str) -> Resource
 
 def _resources(entries: Mapping[str, tuple[object, str]]) -> Resources:
     """Resources from ``{name: (quantity, field path)}``."""
+    if not entries:
+        return ZERO_RESOURCES
     amounts = {CPU: 0, MEMORY: 0, EPHEMERAL_STORAGE: 0}
     scalars = {}
     for name, (value, path) in entries.items():

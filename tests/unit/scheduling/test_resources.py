@@ -243,3 +243,19 @@ def test_malformed_requests_name_the_field(spec: dict[str, Any], path: str) -> N
     with pytest.raises(FieldError) as raised:
         pod_requests(spec)
     assert str(raised.value).startswith(f"{path}:")
+
+
+def test_a_repeated_quantity_reads_the_same_and_a_malformed_one_names_each_field_it_is_in() -> None:
+    for _ in range(2):
+        assert parse_quantity("1500m", "a", milli=True) == 1500
+        assert parse_quantity("1500m", "b") == 2  # whole units: rounded up
+        for path in ("spec.a", "spec.b"):
+            with pytest.raises(QuantityError, match=path):
+                parse_quantity("12Q", path)
+
+
+def test_adding_or_taking_nothing_leaves_the_amounts_as_they_are() -> None:
+    amounts = Resources(100, 64, 0, {"example.com/gpu": 1})
+    assert amounts + ZERO_RESOURCES == amounts == ZERO_RESOURCES + amounts
+    assert amounts - ZERO_RESOURCES == amounts
+    assert ZERO_RESOURCES - amounts == Resources(-100, -64, 0, {"example.com/gpu": -1})
