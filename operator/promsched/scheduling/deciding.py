@@ -11,6 +11,7 @@ placement preferences that tell them apart, by those too, blended by the policy'
 
 from __future__ import annotations
 
+import operator
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -41,6 +42,8 @@ from promsched.scheduling.preempting import Preemption, nominated_node, preempt
 from promsched.scheduling.preemption_candidates import Evictable
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 from promsched.scheduling.thresholding import IncomingLoad, Thresholds
+
+_total = operator.attrgetter("total")  # ranking's sort key: cheaper than a lambda over hundreds of nodes
 
 # Scores closer than this are equal: the best among them is chosen at random, as kube-scheduler does.
 TIE_EPSILON = 1e-6
@@ -322,7 +325,7 @@ def decide(
     order = names[start:] + names[:start]
     position = 0
     # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
-    nodes, usage_of, any_nominated = cache.nodes, cache.usage_of, bool(cache.nominated)
+    nodes, usages, usage_of, any_nominated = cache.nodes, cache.usage, cache.usage_of, bool(cache.nominated)
     # The node-only filters come first: their verdicts are looked up, and the rest run where they pass.
     split = node_only_prefix(filters)
     node_only, rest = filters[:split], filters[split:]
@@ -339,11 +342,12 @@ def decide(
                 known = verdicts[name] = (node, run_filters(pod, node, usage_of(name), node_only))
             status = known[1]
             if status is None:
+                usage = usages.get(name) or usage_of(name)
                 if any_nominated and (nominated := nominated_before(pod, cache, name)):
-                    status = filter_node(pod, node, usage_of(name), rest, checks, nominated)
+                    status = filter_node(pod, node, usage, rest, checks, nominated)
                 else:
                     # `filter_node` with nothing nominated, inlined: this runs for hundreds of nodes.
-                    status = run_filters(pod, node, usage_of(name), rest)
+                    status = run_filters(pod, node, usage, rest)
                     if status is None and checks:
                         status = run_checks(node, checks)
             if status is None:
@@ -379,7 +383,7 @@ def decide(
         message += preemption.note()
         return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
-    ranked.sort(key=lambda r: r.total, reverse=True)
+    ranked.sort(key=_total, reverse=True)
     best = ranked[0].total
     ties = [r for r in ranked if best - r.total <= TIE_EPSILON]
     chosen = (rng or random).choice(ties)
