@@ -64,30 +64,23 @@ def parse_quantity(value: object, path: str, *, milli: bool = False) -> int:
 
     Rounds up, away from zero. `path` names the field in the error, e.g. ``status.allocatable.cpu``.
     """
-    if type(value) is str:
-        try:
-            return _parsed_text(value, milli)
-        except QuantityError:
-            pass  # parsed again below, for the error naming `path`
-    return _parse_quantity(value, path, milli=milli)
+    try:
+        # Pods repeat a few quantities ("100m", "128Mi"): each text is parsed once.
+        return _parsed_text(value, milli) if type(value) is str else _quantity(value, milli)
+    except QuantityError as error:
+        raise QuantityError(f"{path}: {error}") from None
 
 
-@functools.lru_cache(maxsize=4096)
-def _parsed_text(text: str, milli: bool) -> int:
-    """Pods repeat a few quantities ("100m", "128Mi"): each text is parsed once."""
-    return _parse_quantity(text, "", milli=milli)
-
-
-def _parse_quantity(value: object, path: str, *, milli: bool) -> int:
+def _quantity(value: object, milli: bool) -> int:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise QuantityError(f"{path}: {value!r} is not a quantity (a string such as '100m' or '1Gi')")
+        raise QuantityError(f"{value!r} is not a quantity (a string such as '100m' or '1Gi')")
     # The API's JSON decoder trims spaces before parsing; numbers are accepted as their text.
     text = value.strip() if isinstance(value, str) else str(value)
     lexed = _QUANTITY.fullmatch(text)
     if not text or lexed is None:
-        raise QuantityError(f"{path}: {value!r} is not a valid quantity")
+        raise QuantityError(f"{value!r} is not a valid quantity")
     sign, whole, fraction, suffix = lexed.group(1), lexed.group(2), lexed.group(3) or "", lexed.group(4)
-    power_of_ten, power_of_two = _suffix_powers(suffix, value, path)
+    power_of_ten, power_of_two = _suffix_powers(suffix, value)
     digits = int(whole + fraction or "0")
     if digits == 0:
         return 0
@@ -103,7 +96,10 @@ def _parse_quantity(value: object, path: str, *, milli: bool) -> int:
     return -magnitude if sign == "-" else magnitude
 
 
-def _suffix_powers(suffix: str, value: object, path: str) -> tuple[int, int]:
+_parsed_text = functools.lru_cache(maxsize=4096)(_quantity)
+
+
+def _suffix_powers(suffix: str, value: object) -> tuple[int, int]:
     """The suffix as (power of ten, power of two)."""
     if suffix in _DECIMAL_SUFFIXES:
         return _DECIMAL_SUFFIXES[suffix], 0
@@ -111,7 +107,7 @@ def _suffix_powers(suffix: str, value: object, path: str) -> tuple[int, int]:
         return 0, _BINARY_SUFFIXES[suffix]
     exponent = _EXPONENT.fullmatch(suffix)
     if exponent is None or abs(int(exponent.group(1))) > INT64_MAX:
-        raise QuantityError(f"{path}: {value!r} has an unknown suffix {suffix!r}")
+        raise QuantityError(f"{value!r} has an unknown suffix {suffix!r}")
     return int(exponent.group(1)), 0
 
 
