@@ -11,6 +11,7 @@ placement preferences that tell them apart, by those too, blended by the policy'
 
 from __future__ import annotations
 
+import itertools
 import operator
 import random
 from collections import Counter
@@ -359,7 +360,7 @@ def decide(
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
         results = score_nodes(snapshot, feasible, extra_load=herd_loads(cache, memo), memo=memo.scores)
         for result in incoming.filter(results) if incoming is not None else results:
-            if result.feasible:
+            if not result.reasons:  # feasible (the property, inlined: once per node)
                 ranked.append(result)
             else:
                 filtered[result.reasons[0].key] += 1
@@ -385,6 +386,6 @@ def decide(
     ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
     ranked.sort(key=_total, reverse=True)
     best = ranked[0].total
-    ties = [r for r in ranked if best - r.total <= TIE_EPSILON]
+    ties = list(itertools.takewhile(lambda r: best - r.total <= TIE_EPSILON, ranked))  # ranked: best first
     chosen = (rng or random).choice(ties)
     return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes, next_start=next_start)
