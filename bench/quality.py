@@ -28,19 +28,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Imported `as` themselves: re-exported for bench.rebalance_proof, which reads them as quality.NAME.
 from bench import commanding, quality_reporting
 from bench.commanding import Report, report_line
 from bench.facts import measured_on
 from bench.loads import skewed_profiles
 from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import node_measures, wait_measures
-from bench.quality_querying import node_grids as node_grids
-from bench.quality_querying import wait_background as wait_background
-from bench.quality_replaying import replay as replay
+from bench.quality_querying import node_grids, wait_background
+from bench.quality_replaying import replay
 from bench.quality_trace import Trace, TraceSettings, generate
-from bench.sandboxing import prepare
-from bench.sandboxing import sandbox_for_trace as sandbox_for_trace
+from bench.sandboxing import prepare, sandbox_for_trace
 from bench.scraping import prometheus_queries
 from bench.variants import Variant, policy_spec, start_variant
 from promsched.kube.credentials import Credentials

@@ -11,9 +11,7 @@ from bench.commanding import Report
 from bench.plotting import MISSING, pyplot
 from bench.reporting import sanitize
 from bench.requestcounts import rate_series
-from bench.tables import ratio as ratio
-from bench.tables import shown, table
-from bench.tables import value as value
+from bench.tables import ratio, shown, table, value
 
 # (label, where in a run's results, format): the rows of the side-by-side table.
 ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (

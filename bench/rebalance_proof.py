@@ -21,12 +21,10 @@ OUT/rebalance.json, OUT/rebalance.md and OUT/rebalance-hot-nodes.png.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -37,11 +35,13 @@ from typing import Any
 
 import yaml
 
-from bench import quality, quality_reporting, rebalance_reporting
-from bench.commanding import REPO, Report, report_line, terminate
+from bench import commanding, quality, quality_reporting, rebalance_reporting
+from bench.commanding import Report, report_line
 from bench.facts import machine, revision
 from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import CPU_HOT, node_measures
+from bench.quality_querying import node_grids, wait_background
+from bench.quality_replaying import replay
 from bench.quality_trace import USAGE_ANNOTATION, Trace, TraceSettings, Usage, generate
 from bench.rebalance_measures import (
     BudgetSample,
@@ -52,6 +52,7 @@ from bench.rebalance_measures import (
     repeat_evicted,
     short_samples,
 )
+from bench.sandboxing import sandbox_for_trace
 from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
@@ -216,7 +217,7 @@ async def _run_trace(
                 await client.send(Request("POST", collection, budget(workload.name, namespace)))
         sampler = asyncio.create_task(_sample_budgets(client, namespace, samples))
         drift = asyncio.create_task(_drift(client, namespace, trace, drift_at_s, drift_factor, errors))
-        replayed = await quality.replay(credentials, namespace, trace, VARIANT.scheduler_name)
+        replayed = await replay(credentials, namespace, trace, VARIANT.scheduler_name)
         drift_began = await drift
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -270,10 +271,10 @@ def run_mode(
         Supervisor(sandbox.directory).stop(VARIANT.process)
         sandbox.kubectl("delete", "schedulingpolicy", quality.POLICY_NAME, "--ignore-not-found")
     start, end, drift = run["start"], run["end"], run["drift"]
-    grids = quality.node_grids(sandbox.prometheus_url, start, end, settings.step)
+    grids = node_grids(sandbox.prometheus_url, start, end, settings.step)
     cleared = time.monotonic()
     asyncio.run(delete_namespace(credentials, namespace))
-    quality.wait_background(sandbox.prometheus_url, profiles, settings.clear_timeout)
+    wait_background(sandbox.prometheus_url, profiles, settings.clear_timeout)
     evictions = evictions_of(run["events"], "Rebalanced")
     samples: list[BudgetSample] = run["samples"]
     violations = budget_violations(samples, evictions, growth_times(trace, start))
@@ -342,7 +343,7 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
     }
     started = time.monotonic()
     logs = settings.out / "logs-rebalance"
-    with quality.sandbox_for_trace(directory, nodes, profiles_file, settings.history, logs, report) as (
+    with sandbox_for_trace(directory, nodes, profiles_file, settings.history, logs, report) as (
         sandbox,
         credentials,
     ):
@@ -355,7 +356,7 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
 
 
 def _parse_args(argv: list[str] | None) -> Settings:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = commanding.parser(__doc__)
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--minutes", type=float, default=12.0, help="trace length (default 12)")
     parser.add_argument("--drift-at", type=float, default=4.0, help="minutes into the trace (default 4)")
@@ -366,9 +367,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--step", type=float, default=5.0, help="seconds between measured samples")
     parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
     parser.add_argument("--clear-timeout", type=float, default=300.0)
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--workdir", type=Path, help="where the sandbox goes (default: the temp dir)")
-    parser.add_argument("--render", action="store_true", help="only rewrite rebalance.md and the plot")
+    commanding.add_output_flags(parser, "only rewrite rebalance.md and the plot")
     args = parser.parse_args(argv)
     if args.drift_factor <= 1:
         parser.error(f"--drift-factor: {args.drift_factor}; give a multiplier above 1 (usage drifts upward)")
@@ -402,15 +401,13 @@ def _parse_args(argv: list[str] | None) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
-    signal.signal(signal.SIGTERM, terminate)
-    settings.out.mkdir(parents=True, exist_ok=True)
-    if settings.render:
-        stored: dict[str, Any] = json.loads((settings.out / "rebalance.json").read_text())
-        print(rebalance_reporting.write(stored, settings.out, plots_too=True))
-        return 0
-    results = bench(settings, report_line)
-    print(rebalance_reporting.write(results, settings.out, plots_too=True))
-    return 0
+    return commanding.run(
+        settings.out,
+        settings.render,
+        "rebalance.json",
+        lambda: bench(settings, report_line),
+        lambda results: rebalance_reporting.write(results, settings.out, plots_too=True),
+    )
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality_measures import CPU_HOT, hot_nodes
-from bench.quiet_reporting import ratio, value
 from bench.reporting import sanitize
+from bench.tables import ratio, value
 
 TARGET_RATIO = 0.5  # the issue: at least 50% fewer hot-node-seconds after the drift
 
