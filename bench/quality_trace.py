@@ -91,7 +91,7 @@ class TraceSettings:
     nodes: int = 100
     minutes: float = 10.0
     seed: int = 15
-    node_cpu_milli: int = 3900  # the sandbox nodes' allocatable (bench.benchmark.allocatable)
+    node_cpu_milli: int = 3900  # the sandbox nodes' allocatable (bench.loads.allocatable)
     node_memory_bytes: int = 15 * 1024**3
     requested_at_end: float = 0.70  # share of the cluster's allocatable CPU requested when the trace ends
     services_ramp: float = 0.35  # services arrive over this share of the trace
