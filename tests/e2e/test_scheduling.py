@@ -12,13 +12,13 @@ import signal
 import time
 import urllib.request
 from collections import Counter
-from typing import Any
 
 import pytest
 
 from promsched.sandbox.clusters import Sandbox
 from promsched.scheduling.resources import parse_quantity
 from support.clusters import Cluster, Operator
+from support.objects import hostname_in
 from support.polling import eventually
 from support.preemption import no_victims, not_helpful
 
@@ -30,11 +30,6 @@ ORIGINAL_PLUGINS = [
     {"name": "diskSpace", "weight": 3, "timeRange": "0s"},
     {"name": "network", "weight": 2, "timeRange": "60m", "devices": ["eth0"]},
 ]
-
-
-def hostname_in(*nodes: str) -> dict[str, Any]:
-    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}]}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
 def bound(cluster: Cluster) -> dict[str, str]:

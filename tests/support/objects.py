@@ -55,6 +55,12 @@ def node(name: str = "n1", zone: str | None = "zone-a", **options: Any) -> NodeI
     return NodeInfo.from_object(node_object(name, zone, **options))
 
 
+def hostname_in(*nodes: str) -> dict[str, Any]:
+    """A pod's affinity that requires one of `nodes`."""
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(nodes)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
 def pod_uid(name: str, namespace: str = "ns") -> str:
     """`uid-NAME`; outside namespace `ns`, `uid-NAMESPACE-NAME`, so same-named pods differ."""
     return f"uid-{name}" if namespace == "ns" else f"uid-{namespace}-{name}"
