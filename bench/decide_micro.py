@@ -10,9 +10,10 @@ with the heap frozen after set-up (`gc.freeze()`), and with it disabled; `--prof
 of the decisions. Use it to check a change to the hot path before the full benchmark.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
-parsed (`Scheduler.on_pod`, pending and then bound), its cycle (`schedule_one`: decision, its record,
-annotation) and the binding and event requests built, sent to a sender that answers at once. The API
-server, the watch, Kopf and the status writes (once a second) are not in it.
+parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports it), its cycle
+(`schedule_one`: decision, its record, annotation) and the binding and event requests built, sent to a
+sender that answers at once. The API server, the watch, Kopf and the status writes (once a second) are
+not in it.
 """
 
 from __future__ import annotations
@@ -214,9 +215,45 @@ def pod_object(index: int, scheduler_name: str) -> dict[str, Any]:
     return manifest
 
 
+def next_state(obj: dict[str, Any], **parts: Any) -> dict[str, Any]:
+    """The pod's next state as its watch event brings it: `parts` replaced, at the next resourceVersion."""
+    version = str(int(obj["metadata"]["resourceVersion"]) + 1)
+    return obj | parts | {"metadata": obj["metadata"] | {"resourceVersion": version}}
+
+
+def running_status(spec: dict[str, Any]) -> dict[str, Any]:
+    """The status the kubelet (kwok) writes once a pod runs: its phase, start, conditions and containers
+    with the resources they were given (in-place resize's status fields)."""
+    now = "2026-01-01T00:00:05Z"
+    return {
+        "phase": "Running",
+        "startTime": now,
+        "hostIP": "10.0.0.1",
+        "podIP": "10.1.0.1",
+        "qosClass": "Burstable",
+        "conditions": [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+        ],
+        "containerStatuses": [
+            {
+                "name": container["name"],
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "image": container["image"],
+                "state": {"running": {"startedAt": now}},
+                "allocatedResources": container["resources"]["requests"],
+                "resources": container["resources"],
+            }
+            for container in spec["containers"]
+        ],
+    }
+
+
 def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
     """A scheduler fed the nodes and the policy; the returned callable feeds `pods` pods one after
-    another through their event, cycle, binding and bound event, returning the seconds it took."""
+    another through their event, cycle, binding, bound and running events, returning the seconds it took."""
     spec = bench_policy()
     scheduler_name = spec["schedulerName"]
     loop = asyncio.new_event_loop()
@@ -243,9 +280,9 @@ def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
             assert outcome.node is not None
             while scheduler._tasks:  # the binding and its event, sent
                 await asyncio.wait(list(scheduler._tasks))
-            obj["spec"]["nodeName"] = outcome.node
-            obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
-            scheduler.on_pod("MODIFIED", obj)
+            bound = next_state(obj, spec=obj["spec"] | {"nodeName": outcome.node})
+            scheduler.on_pod("MODIFIED", bound)
+            scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
 
     def run() -> float:
         started = time.process_time()

@@ -187,7 +187,7 @@ class ClusterCache:
                 # Bound where we assumed it (or already counted): it is no longer in flight.
                 self.assumed.discard(pod.uid)
                 # Labels, requests and the like may change on a bound pod (a relabelling, a resize).
-                if replace(current[1], resource_version=pod.resource_version) != pod:
+                if not current[1].same_state(pod):
                     self._uncount(pod.uid)
                     self._count(pod.node_name, pod)
                 return False

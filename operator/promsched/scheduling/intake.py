@@ -244,8 +244,10 @@ class Intake:
             if self.cache.remove_pod(uid):
                 self.queue.move_all_to_active("pod deleted", ClusterEvent.ASSIGNED_POD_DELETED)
             return
+        counted = self.cache.counted.get(uid)
+        previous = self.pending.get(uid) or (counted[1] if counted else None)
         try:
-            pod = PodInfo.from_object(obj)
+            pod = PodInfo.from_object(obj, previous)
         except PodSpecError as error:
             self.refuse(obj, str(error))
             return

@@ -7,9 +7,12 @@ Parsing is strict where a field decides placement: a malformed quantity or node 
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
+import operator
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -31,6 +34,7 @@ from promsched.scheduling.resources import (
     list_field,
     object_field,
     pod_requests,
+    requests_status_key,
 )
 from promsched.scheduling.spread_constraints import SpreadConstraint, parse_spread_constraints
 
@@ -149,6 +153,7 @@ class PodInfo:
     scheduled_condition: PodCondition | None = None  # status.conditions[type=PodScheduled]
     nominated_node_name: str = ""  # status.nominatedNodeName: where preemption made room for it
     disruption_target: str = ""  # the reason of a DisruptionTarget condition that is True
+    source: PodSource | None = field(default=None, compare=False, repr=False)  # parsed objects' only
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -162,6 +167,10 @@ class PodInfo:
     def terminating_by_preemption(self) -> bool:
         """Deleted by a scheduler's preemption and not gone yet (kube's podTerminatingByPreemption)."""
         return self.deletion_timestamp and self.disruption_target == PREEMPTION_BY_SCHEDULER
+
+    def same_state(self, other: PodInfo) -> bool:
+        """Whether `other` holds what this does, but perhaps at another resourceVersion."""
+        return _STATE_BUT_VERSION(self) == _STATE_BUT_VERSION(other)
 
     def tolerates(self, taint: Taint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
@@ -207,23 +216,43 @@ class PodInfo:
         }
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> PodInfo:
-        """Parse a pod as the API returns it (a dict); raises `PodSpecError` naming a malformed field."""
+    def from_object(cls, obj: Mapping[str, Any], previous: PodInfo | None = None) -> PodInfo:
+        """Parse a pod as the API returns it (a dict); raises `PodSpecError` naming a malformed field.
+        `previous`, the pod's last state parsed, lends its spec's parse where the spec is the same."""
         try:
-            return cls._parse(obj)
+            return cls._parse(obj, previous)
         except FieldError as error:
             raise PodSpecError(str(error)) from error
 
     @classmethod
-    def _parse(cls, obj: Mapping[str, Any]) -> PodInfo:
+    def _parse(cls, obj: Mapping[str, Any], previous: PodInfo | None) -> PodInfo:
         metadata = object_field(obj.get("metadata"), "metadata")
         spec = object_field(obj.get("spec"), "spec")
         status = object_field(obj.get("status"), "status")
         # Interned: these strings repeat across pods, and each decoded event brings its own copies.
         namespace = sys.intern(metadata.get("namespace") or "default")
         name = metadata.get("name") or ""
-        labels = _string_map(metadata.get("labels"), "metadata.labels")
-        affinity = object_field(spec.get("affinity"), "spec.affinity")
+        # Most events of a pod change only its status or its node (the binding, the kubelet's reports):
+        # the spec's parse is taken from its last state when the rest of the spec and what it is read
+        # with are the same.
+        spec_read = {key: value for key, value in spec.items() if key != "nodeName"}
+        source = PodSource(_digest(spec_read), _digest(requests_status_key(status)))
+        held = previous.source if previous is not None else None
+        if (
+            previous is not None
+            and held is not None
+            and held.spec == source.spec
+            and (previous.namespace, previous.name) == (namespace, name)
+            and previous.labels == (metadata.get("labels") or {})
+        ):
+            labels = previous.labels
+            parsed = {field: getattr(previous, field) for field in _SPEC_FIELDS}
+            same_requests = held.requests_status == source.requests_status
+            requests = previous.requests if same_requests else pod_requests(spec, status)
+        else:
+            labels = MappingProxyType(_string_map(metadata.get("labels"), "metadata.labels"))
+            parsed = _parse_spec(spec, namespace, name, labels)
+            requests = pod_requests(spec, status)
         return cls(
             namespace=namespace,
             name=name,
@@ -237,29 +266,77 @@ class PodInfo:
             deletion_timestamp=metadata.get("deletionTimestamp") is not None,
             started_at=_timestamp(status.get("startTime"), "status.startTime"),
             scheduling_gated=bool(spec.get("schedulingGates")),
-            requests=pod_requests(spec, status),
-            limits=pod_limits(spec),
+            requests=requests,
             controller=controller_of(metadata),
             mirror=MIRROR_ANNOTATION in object_field(metadata.get("annotations"), "metadata.annotations"),
-            local_storage=_has_local_storage(spec),
-            labels=MappingProxyType(labels),
-            node_selector=MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
-            required_affinity=required_affinity(affinity),
-            preferred_affinity=preferred_affinity(affinity),
-            pod_affinity=parse_pod_affinity(affinity, namespace),
-            spread_constraints=parse_spread_constraints(spec, labels),
-            tolerations=tuple(
-                _toleration(toleration)
-                for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
-            ),
-            host_ports=frozenset(_host_ports(spec)),
-            claims=tuple(_claims(spec, name)),
+            labels=labels,
             preemption_policy=spec.get("preemptionPolicy") or "",
-            unsupported=_unsupported(spec),
             scheduled_condition=_scheduled_condition(status),
             nominated_node_name=status.get("nominatedNodeName") or "",
             disruption_target=_disruption_target(status),
+            source=source,
+            **parsed,
         )
+
+
+# What `PodInfo.same_state` compares: cheaper than a copy at the other's version compared whole.
+_STATE_BUT_VERSION: Final = operator.attrgetter(
+    *(field.name for field in fields(PodInfo) if field.compare and field.name != "resource_version")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSource:
+    """Digests of what a PodInfo's costlier fields were parsed from: the spec but its nodeName, and what
+    of the status its requests read."""
+
+    spec: bytes
+    requests_status: bytes
+
+
+def _digest(value: Any) -> bytes:
+    """128 bits of blake2b over a decoded JSON value's marshal (version 2: without references, so the
+    bytes follow the value alone; 4 times faster than its repr): values with equal digests are equal
+    (two different values agree as rarely as two random 128-bit numbers), and only 16 bytes are kept."""
+    return hashlib.blake2b(marshal.dumps(value, 2), digest_size=16).digest()
+
+
+# The fields `_parse_spec` gives: read from the spec alone (not its nodeName), with the pod's namespace,
+# name and labels.
+_SPEC_FIELDS: Final = (
+    "limits",
+    "local_storage",
+    "node_selector",
+    "required_affinity",
+    "preferred_affinity",
+    "pod_affinity",
+    "spread_constraints",
+    "tolerations",
+    "host_ports",
+    "claims",
+    "unsupported",
+)
+
+
+def _parse_spec(
+    spec: Mapping[str, Any], namespace: str, name: str, labels: Mapping[str, str]
+) -> dict[str, Any]:
+    affinity = object_field(spec.get("affinity"), "spec.affinity")
+    return {
+        "limits": pod_limits(spec),
+        "local_storage": _has_local_storage(spec),
+        "node_selector": MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
+        "required_affinity": required_affinity(affinity),
+        "preferred_affinity": preferred_affinity(affinity),
+        "pod_affinity": parse_pod_affinity(affinity, namespace),
+        "spread_constraints": parse_spread_constraints(spec, labels),
+        "tolerations": tuple(
+            _toleration(toleration) for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
+        ),
+        "host_ports": frozenset(_host_ports(spec)),
+        "claims": tuple(_claims(spec, name)),
+        "unsupported": _unsupported(spec),
+    }
 
 
 def _scheduled_condition(status: Mapping[str, Any]) -> PodCondition | None:

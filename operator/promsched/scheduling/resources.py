@@ -289,6 +289,21 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = Non
     return total + _overhead(spec)
 
 
+def requests_status_key(status: Mapping[str, Any]) -> tuple[object, ...]:
+    """What of a pod's status `pod_requests` reads (keep the two in step): for the same spec, statuses
+    with equal keys give equal requests."""
+    return (
+        *(
+            (entry.get("name"), entry.get("allocatedResources"), entry.get("resources"))
+            for field_name in ("containerStatuses", "initContainerStatuses")
+            for entry in list_field(status.get(field_name), f"status.{field_name}")
+        ),
+        _resize_infeasible(status),
+        status.get("allocatedResources"),
+        status.get("resources"),
+    )
+
+
 def _overhead(spec: Mapping[str, Any]) -> Resources:
     return resources_from_list(object_field(spec.get("overhead"), "spec.overhead"), "spec.overhead")
 
