@@ -13,7 +13,8 @@ of the decisions. Use it to check a change to the hot path before the full bench
 parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports it), its cycle
 (`schedule_one`: decision, its record, annotation) and the binding and event requests built, sent to a
 sender that answers at once. The API server, the watch, Kopf and the status writes (once a second) are
-not in it.
+not in it. It also times a full garbage collection on the scheduler's heap with `--held` running pods,
+before and after `gc.freeze()`.
 """
 
 from __future__ import annotations
@@ -251,9 +252,10 @@ def running_status(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
-    """A scheduler fed the nodes and the policy; the returned callable feeds `pods` pods one after
-    another through their event, cycle, binding, bound and running events, returning the seconds it took."""
+def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
+    """A scheduler fed the nodes, `held` pods running on them and the policy; the returned callable feeds
+    `pods` pods one after another through their event, cycle, binding, bound and running events,
+    returning the seconds it took."""
     spec = bench_policy()
     scheduler_name = spec["schedulerName"]
     loop = asyncio.new_event_loop()
@@ -268,6 +270,11 @@ def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
         "spec": spec,
     }
     loop.run_until_complete(scheduler.on_policy("ADDED", policy))
+    for index in range(held):  # pods already placed: a long-running scheduler's heap
+        running = pod_object(pods + index, "another-scheduler")
+        running["spec"]["nodeName"] = f"node-{index % nodes}"
+        running["status"] = running_status(running["spec"])
+        scheduler.on_pod("ADDED", running)
     objects = [pod_object(i, scheduler_name) for i in range(pods)]
 
     async def feed() -> None:
@@ -295,18 +302,47 @@ def cycle_burst(nodes: int, pods: int) -> Callable[[], float]:
     return run
 
 
+def full_collections(nodes: int, held: int) -> tuple[float, float]:
+    """CPU ms of a full garbage collection on the scheduler's heap with `held` running pods, before
+    and after `gc.freeze()` (what the operator does once its initial lists are in), min of 5."""
+    run = cycle_burst(nodes, 1, held=held)
+
+    def timed() -> float:
+        best = float("inf")
+        for _ in range(5):
+            started = time.process_time()
+            gc.collect()
+            best = min(best, time.process_time() - started)
+        return 1000 * best
+
+    before = timed()
+    gc.freeze()
+    try:
+        frozen = timed()
+    finally:
+        gc.unfreeze()
+    run()  # the heap is held up to here; this closes its event loop
+    return before, frozen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
+    parser.add_argument("--held", type=int, default=10000, help="running pods held for --cycle's gc row")
     args = parser.parse_args()
     for row in measure(args.nodes, args.pods):
         print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
     if args.cycle:
         seconds = cycle_burst(args.nodes, args.pods)()
         print(f"{args.nodes} nodes, {args.pods} pods, whole cycle: {1000 * seconds / args.pods:.2f} ms")
+        before, frozen = full_collections(args.nodes, args.held)
+        print(
+            f"{args.nodes} nodes, {args.held} pods held: a full collection {before:.1f} ms, "
+            f"{frozen:.1f} ms after gc.freeze()"
+        )
     if args.profile:
         run = cycle_burst(args.nodes, args.pods) if args.cycle else burst(args.nodes, args.pods)
         profiler = cProfile.Profile()

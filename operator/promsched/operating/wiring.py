@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import gc
 import logging
 import os
 import socket
@@ -75,6 +76,7 @@ class Runtime:
     listener: socket.socket  # bound before Kopf starts (see `listening`)
     loop_task: asyncio.Task[None] | None = None
     elector_task: asyncio.Task[None] | None = None
+    freeze_task: asyncio.Task[None] | None = None
     site: web.AppRunner | None = None
     failure: str | None = None  # why the startup handler failed
 
@@ -145,6 +147,9 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     settings.persistence.diffbase_storage = NoDiffBase()
     await runtime.client.__aenter__()
     runtime.loop_task = asyncio.create_task(runtime.scheduler.run(), name="promsched-scheduler")
+    runtime.freeze_task = asyncio.create_task(
+        freeze_when_synced(runtime.scheduler.synced), name="promsched-gc"
+    )
     options = runtime.options
     if options.leader_elect:
         runtime.scheduler.leading.clear()
@@ -175,13 +180,24 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     logger.info("promsched serving /metrics, /healthz, /readyz on %s", options.listen)
 
 
+async def freeze_when_synced(synced: asyncio.Event) -> None:
+    """Once the initial lists are in, what is held then (modules, Kopf, the cache's nodes and pods, most
+    of it for good) is frozen out of the garbage collector's reach, so a full collection walks only what
+    came after: at 1000 nodes and 10,000 running pods one took 109 ms of CPU, after the freeze about 0
+    (gc.collect() timed on bench.decide_micro's cycle_burst heap). Frozen objects are still freed when no
+    longer referenced; only reference cycles among them would be kept."""
+    await synced.wait()
+    gc.collect()
+    gc.freeze()
+
+
 @kopf.on.cleanup()
 async def cleanup(memo: Memo, **_: Any) -> None:
     await _stop(memo.runtime)
 
 
 async def _stop(runtime: Runtime) -> None:
-    for task in (runtime.elector_task, runtime.loop_task):
+    for task in (runtime.freeze_task, runtime.elector_task, runtime.loop_task):
         if task is not None:
             task.cancel()
             await asyncio.wait([task])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import copy
+import gc
 import socket
 import ssl
 
@@ -20,6 +21,7 @@ from promsched.operating.wiring import (
     NoDiffBase,
     RunOptions,
     Runtime,
+    freeze_when_synced,
     limit_tls_read_buffers,
     login,
     node_event,
@@ -81,3 +83,19 @@ async def test_a_startup_that_fails_stops_what_it_started_and_is_not_retried() -
     assert str(raised.value) == runtime.failure == "startup failed: [Errno 9] Bad file descriptor"
     assert runtime.loop_task is not None
     assert runtime.loop_task.cancelled(), "the scheduling loop it had started is stopped"
+    assert runtime.freeze_task is not None
+    assert runtime.freeze_task.cancelled()
+
+
+async def test_the_heap_is_frozen_once_the_initial_lists_are_in() -> None:
+    synced = asyncio.Event()
+    freezing = asyncio.create_task(freeze_when_synced(synced))
+    try:
+        await asyncio.sleep(0)  # the task runs up to its wait
+        assert not freezing.done()
+        assert gc.get_freeze_count() == 0
+        synced.set()
+        await freezing
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
