@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp.client import DEFAULT_TIMEOUT
 
 from promsched.kube.credentials import Credentials, CredentialsError
-from promsched.kube.requests import Request, list_objects
+from promsched.kube.requests import JSON, Request, list_objects
 from promsched.kube.throttling import Sleep, TokenBucket
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,17 @@ class ApiError(Exception):
 
 # client-go's rest client sends a request the API server asked to retry later at most this many times
 # more; promsched waits at most this long however long the API server asks (APF asks for 1 s).
+# The per-request constants: bodies as compact JSON in bytes (aiohttp sends them as they are, where a
+# str would be encoded again), and the headers built once per content type.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_ACCEPT: Mapping[str, str] = {"Accept": JSON}
+
+
+@functools.cache
+def _headers_with(content_type: str) -> Mapping[str, str]:
+    return {**_ACCEPT, "Content-Type": content_type}
+
+
 MAX_RETRIES = 10
 MAX_RETRY_AFTER = 60.0
 
@@ -199,13 +210,10 @@ class KubeClient:
     async def _send_once(self, request: Request) -> Any:
         if self._session is None:
             raise RuntimeError("KubeClient used outside `async with`")
-        headers = {"Accept": "application/json"}
-        data = None
-        if request.body is not None:
-            headers["Content-Type"] = request.content_type
-            data = json.dumps(request.body)
+        data = None if request.body is None else _ENCODER.encode(request.body).encode()
+        headers = _ACCEPT if data is None else _headers_with(request.content_type)
         async with self._session.request(
-            request.method, request.path, data=data, headers=headers, params=dict(request.params)
+            request.method, request.path, data=data, headers=headers, params=request.params or None
         ) as response:
             text = await response.text()
             if response.status == 401:

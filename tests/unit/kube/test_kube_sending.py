@@ -14,7 +14,7 @@ from pytest_aiohttp import AiohttpServer
 
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials, FixedToken
-from promsched.kube.requests import Request, bind_pod
+from promsched.kube.requests import STRATEGIC_MERGE_PATCH, Request, bind_pod, patch_nominated_node
 from promsched.kube.sending import (
     MAX_RETRIES,
     MAX_RETRY_AFTER,
@@ -264,6 +264,23 @@ async def client_of(
     server = await aiohttp_server(api.application())
     credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
     return KubeClient(credentials, sleep=sleeps, limiter=limiter)
+
+
+async def test_a_body_goes_as_compact_json_with_its_content_type(aiohttp_server: AiohttpServer) -> None:
+    seen: list[tuple[bytes, str, str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        headers = request.headers
+        seen.append((await request.read(), headers["Content-Type"], headers["Accept"], request.query_string))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", handle)
+    server = await aiohttp_server(app)
+    credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
+    async with KubeClient(credentials) as client:
+        await client.send(patch_nominated_node("ns", "p", "n1"))
+    assert seen == [(b'{"status":{"nominatedNodeName":"n1"}}', STRATEGIC_MERGE_PATCH, "application/json", "")]
 
 
 async def test_a_429_is_sent_again_after_its_retry_after(aiohttp_server: AiohttpServer) -> None:
