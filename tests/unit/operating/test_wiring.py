@@ -19,6 +19,7 @@ from promsched.operating.wiring import (
     TLS_READ_BUFFER,
     Memo,
     NoDiffBase,
+    NoProgress,
     RunOptions,
     Runtime,
     freeze_when_synced,
@@ -40,6 +41,28 @@ def test_no_diff_base_keeps_no_state_of_pods() -> None:
     assert essence == {}
     essence["spec"] = {}  # what Kopf may do with one essence leaves the next one alone
     assert storage.build(body=body) == {}
+
+
+def test_no_progress_is_kept_or_written() -> None:
+    storage = NoProgress()
+    body = kopf.Body({"metadata": {"name": "web", "uid": "u"}})
+    patch = kopf.Patch()
+    storage.store(key=kopf.HandlerId("h"), record=kopf.ProgressRecord(retries=1), body=body, patch=patch)
+    storage.touch(body=body, patch=patch, value="x")
+    assert storage.fetch(key=kopf.HandlerId("h"), body=body) is None
+    assert not patch
+    essence = NoDiffBase().build(body=body)
+    assert storage.clear(essence=essence) is essence
+
+
+async def test_startup_keeps_no_diff_base_or_progress() -> None:
+    settings = kopf.OperatorSettings()
+    listener = listening.bind("127.0.0.1:0")
+    listener.close()  # the startup stops at its last step, after the settings
+    with pytest.raises(kopf.PermanentError):
+        await startup(settings=settings, memo=Memo(runtime=runtime_on(listener)))
+    assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
+    assert isinstance(settings.persistence.progress_storage, NoProgress)
 
 
 async def test_tls_connections_get_small_read_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
