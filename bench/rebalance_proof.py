@@ -363,7 +363,9 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument(
         "--drift-factor", type=float, default=DRIFT_FACTOR, help=f"CPU multiplier (default {DRIFT_FACTOR:g})"
     )
-    parser.add_argument("--seed", type=int, default=15)
+    # Not bench.quality's 15: there the drift left at most two nodes briefly past 80% without
+    # rebalancing (a run stopped at minute 10), too little to measure relief against.
+    parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--step", type=float, default=5.0, help="seconds between measured samples")
     parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
     parser.add_argument("--clear-timeout", type=float, default=300.0)
