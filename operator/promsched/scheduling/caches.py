@@ -190,6 +190,7 @@ class ClusterCache:
                 if not current[1].same_state(pod):
                     self._uncount(pod.uid)
                     self._count(pod.node_name, pod)
+                    self._replace_placed(pod.node_name, current[1], pod)
                 return False
             freed = self._release(pod.uid)
             self._count(pod.node_name, pod)
@@ -405,6 +406,19 @@ class ClusterCache:
             del self.placements[node]
         self._placements_changed(node)
 
+    def _replace_placed(self, node: str, held: PodInfo, pod: PodInfo) -> None:
+        """The pod's placement holds its latest state, not the one it was placed in (a pod placed holds
+        no other copy of it for the placement's lifetime); what is estimated from it changed only if its
+        requests, limits or owner did."""
+        placements = self.placements.get(node) or deque()
+        for position in range(len(placements) - 1, -1, -1):  # newest first: most were placed just now
+            placement = placements[position]
+            if placement.uid == pod.uid:
+                placements[position] = Placement(placement.at, placement.uid, pod)
+                if _estimated_from(held) != _estimated_from(pod):
+                    self._placements_changed(node)
+                return
+
     def _placements_changed(self, node: str) -> None:
         self.placement_changes += 1
         self.placement_versions.pop(node, None)  # to the end: the dict stays in version order
@@ -439,6 +453,11 @@ def _repelled_labels(pod: PodInfo) -> list[tuple[str, str] | None]:
         else:
             labels.append(None)
     return labels
+
+
+def _estimated_from(pod: PodInfo) -> tuple[object, ...]:
+    """What `estimating.Estimates.of` reads of a pod."""
+    return pod.namespace, pod.controller, pod.requests, pod.limits
 
 
 def _named_claims(pod: PodInfo) -> list[tuple[str, str]]:

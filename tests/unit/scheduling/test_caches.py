@@ -149,3 +149,23 @@ def test_placement_versions_change_with_placements(cache: ClusterCache, clock: C
     clock.now += cache.placement_memory + 1
     cache.assume(pod("c"), "n1")  # the old ones age out as new ones come
     assert [p.uid for p in cache.placements_after("n1", 0.0)] == ["uid-c"]
+
+
+def test_a_placement_holds_the_pods_latest_state_and_changes_only_if_its_estimate_may(
+    cache: ClusterCache,
+) -> None:
+    assumed = pod("a")
+    cache.assume(assumed, "n1")
+    version = cache.placement_versions["n1"]
+    bound = pod("a", node_name="n1", phase="Running")
+    cache.observe_pod(bound)
+    (placement,) = cache.placements_after("n1", 0.0)
+    # The state placed is no longer held: the placement has the counted one, at the time it was placed.
+    assert placement.pod is cache.counted["uid-a"][1] is bound
+    assert placement.at == 5000.0
+    assert cache.placement_versions["n1"] == version  # requests, limits and owner are the same
+    resized = pod("a", node_name="n1", phase="Running", cpu=500)
+    cache.observe_pod(resized)
+    (placement,) = cache.placements_after("n1", 0.0)
+    assert placement.pod is resized
+    assert cache.placement_versions["n1"] > version  # a herd adjustment kept for n1 is worked out again
