@@ -110,8 +110,13 @@ class PodCondition:
     last_transition_time: str = ""
 
 
+# Shared by the pods with none: an empty frozenset is a new 216-byte object each time it is built.
+NO_HOST_PORTS: Final[frozenset[HostPort]] = frozenset()
+_NO_STRINGS: Final[Mapping[str, str]] = MappingProxyType({})
+
+
 def _empty_labels() -> Mapping[str, str]:
-    return MappingProxyType({})
+    return _NO_STRINGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +151,7 @@ class PodInfo:
     pod_affinity: PodAffinity = NO_POD_AFFINITY
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
-    host_ports: frozenset[HostPort] = frozenset()
+    host_ports: frozenset[HostPort] = NO_HOST_PORTS
     claims: tuple[PodClaim, ...] = ()
     preemption_policy: str = ""  # "Never": the pod may not preempt others (kube's default preempts)
     unsupported: tuple[str, ...] = ()
@@ -157,7 +162,9 @@ class PodInfo:
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        # Interned, as `_parse` interns uid and name: each state of a pod parsed and each index of the
+        # cache that keys by them then holds one string, not one per watch event decoded.
+        object.__setattr__(self, "key", sys.intern(f"{self.namespace}/{self.name}"))
 
     @property
     def is_terminal(self) -> bool:
@@ -231,7 +238,7 @@ class PodInfo:
         status = object_field(obj.get("status"), "status")
         # Interned: these strings repeat across pods, and each decoded event brings its own copies.
         namespace = sys.intern(metadata.get("namespace") or "default")
-        name = metadata.get("name") or ""
+        name = sys.intern(metadata.get("name") or "")
         # Most events of a pod change only its status or its node (the binding, the kubelet's reports):
         # the spec's parse is taken from its last state when the rest of the spec and what it is read
         # with are the same.
@@ -250,18 +257,18 @@ class PodInfo:
             same_requests = held.requests_status == source.requests_status
             requests = previous.requests if same_requests else pod_requests(spec, status)
         else:
-            labels = MappingProxyType(_string_map(metadata.get("labels"), "metadata.labels"))
+            labels = _shared_strings(metadata.get("labels"), "metadata.labels")
             parsed = _parse_spec(spec, namespace, name, labels)
             requests = pod_requests(spec, status)
         return cls(
             namespace=namespace,
             name=name,
-            uid=metadata.get("uid") or "",
+            uid=sys.intern(metadata.get("uid") or ""),
             scheduler_name=sys.intern(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME),
             node_name=sys.intern(spec.get("nodeName") or ""),
             phase=sys.intern(status.get("phase") or "Pending"),
             priority=integer_field(spec.get("priority"), "spec.priority"),
-            creation_timestamp=metadata.get("creationTimestamp") or "",
+            creation_timestamp=sys.intern(metadata.get("creationTimestamp") or ""),  # pods share seconds
             resource_version=metadata.get("resourceVersion") or "",
             deletion_timestamp=metadata.get("deletionTimestamp") is not None,
             started_at=_timestamp(status.get("startTime"), "status.startTime"),
@@ -325,7 +332,7 @@ def _parse_spec(
     return {
         "limits": pod_limits(spec),
         "local_storage": _has_local_storage(spec),
-        "node_selector": MappingProxyType(_string_map(spec.get("nodeSelector"), "spec.nodeSelector")),
+        "node_selector": _shared_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
         "required_affinity": required_affinity(affinity),
         "preferred_affinity": preferred_affinity(affinity),
         "pod_affinity": parse_pod_affinity(affinity, namespace),
@@ -333,7 +340,7 @@ def _parse_spec(
         "tolerations": tuple(
             _toleration(toleration) for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
         ),
-        "host_ports": frozenset(_host_ports(spec)),
+        "host_ports": frozenset(_host_ports(spec)) or NO_HOST_PORTS,
         "claims": tuple(_claims(spec, name)),
         "unsupported": _unsupported(spec),
     }
@@ -367,13 +374,23 @@ def _timestamp(value: object, path: str) -> float | None:
         raise FieldError(f"{path}: expected an RFC 3339 time, got {value!r}") from None
 
 
-def _string_map(value: object, path: str) -> dict[str, str]:
+def _shared_strings(value: object, path: str) -> Mapping[str, str]:
+    """A read-only map of strings (labels, a node selector): one object for all the pods that carry
+    the same, as the pods of one ReplicaSet do."""
     mapping = object_field(value, path)
+    if not mapping:
+        return _NO_STRINGS
     for key, item in mapping.items():
         if not isinstance(item, str):
             raise FieldError(f"{path}.{key}: expected a string, got {item!r}")
-    # Interned: label keys and values repeat across pods (see `_parse`).
-    return {sys.intern(key): sys.intern(item) for key, item in mapping.items()}
+    return _string_map(tuple(mapping.items()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _string_map(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    # Interned: label keys and values repeat across pods (see `_parse`), and the cache's index is keyed
+    # by them.
+    return MappingProxyType({sys.intern(key): sys.intern(item) for key, item in items})
 
 
 def _toleration(toleration: Mapping[str, Any]) -> Toleration:

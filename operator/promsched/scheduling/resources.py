@@ -111,6 +111,9 @@ def _suffix_powers(suffix: str, value: object) -> tuple[int, int]:
     return int(exponent.group(1)), 0
 
 
+_NO_SCALARS: Final[Mapping[str, int]] = MappingProxyType({})
+
+
 def is_scalar_resource(name: str) -> bool:
     """Whether kube-scheduler counts `name` as a scalar: extended (``example.com/foo``), prefixed native
     (``kubernetes.io/...``), hugepages or attachable volumes. Other unprefixed names (``storage``) are
@@ -131,11 +134,12 @@ class Resources:
     milli_cpu: int = 0
     memory: int = 0
     ephemeral_storage: int = 0
-    scalars: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    scalars: Mapping[str, int] = field(default_factory=lambda: _NO_SCALARS)
 
     def __post_init__(self) -> None:
         scalars = {name: self.scalars[name] for name in sorted(self.scalars) if self.scalars[name]}
-        object.__setattr__(self, "scalars", MappingProxyType(scalars))
+        # Nearly all have none: one shared empty mapping, not a dict and its proxy each (104 bytes).
+        object.__setattr__(self, "scalars", MappingProxyType(scalars) if scalars else _NO_SCALARS)
 
     def __add__(self, other: Resources) -> Resources:
         # Nothing added, or added to nothing: common in parsing a pod (no init containers, no overhead).

@@ -13,6 +13,7 @@ otherwise): it is refused, and the tombstones no newer than L can go.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +101,8 @@ class Versions:
 
     def _record(self, key: str, version: int | None, namespace: str, name: str, *, deleted: bool) -> None:
         if not deleted:
-            self.held[key] = Held(version or 0, namespace, name)
+            # Interned: the same strings as the parsed object's, not a copy per event.
+            self.held[key] = Held(version or 0, sys.intern(namespace), sys.intern(name))
             self.tombstones.pop(key, None)
             return
         self.held.pop(key, None)
