@@ -45,7 +45,7 @@ class PodRef:
         }
 
 
-@dataclass
+@dataclass(slots=True)  # one per pod evented in the last minutes
 class _Series:
     namespace: str
     name: str  # the Event object's
@@ -54,7 +54,7 @@ class _Series:
     last_observed: float
 
 
-@dataclass
+@dataclass(slots=True)  # one per pod evented in the last minutes
 class _Allowance:
     """A pod's token bucket of new Events."""
 
