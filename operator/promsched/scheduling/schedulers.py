@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -57,10 +57,20 @@ TOP_NODES = 3
 PLUGINS_SHOWN = 20
 
 
-def _chosen_first(outcome: Outcome) -> list[NodeResult]:
+def _chosen_first(node: str | None, ranked: Sequence[NodeResult]) -> list[NodeResult]:
     """The ranking with the chosen node first: among equal totals the choice is random."""
-    chosen = [r for r in outcome.ranked if r.node == outcome.node]
-    return chosen + [r for r in outcome.ranked if r.node != outcome.node]
+    chosen = [r for r in ranked if r.node == node]
+    return chosen + [r for r in ranked if r.node != node]
+
+
+def _shown(outcome: Outcome) -> tuple[NodeResult, ...]:
+    """What of the ranking a decision's record shows: its first TOP_NODES with the chosen node first,
+    once put in that order. A record keeps these alone, not the ranking of hundreds of nodes."""
+    top = outcome.ranked[:TOP_NODES]
+    if outcome.node is None or any(result.node == outcome.node for result in top):
+        return top
+    chosen = tuple(result for result in outcome.ranked if result.node == outcome.node)
+    return top[: TOP_NODES - len(chosen)] + chosen
 
 
 class Scheduler:
@@ -415,19 +425,20 @@ class Scheduler:
         decided_at = time.time()
         latency_ms = max(0.0, (self.queue.clock() - entry.added_at) * 1000.0)
         generation, mode = policy.generation, policy.spec.mode
+        node, shown, filtered_by, pod = outcome.node, _shown(outcome), outcome.filtered, entry.pod.key
 
         def build() -> Decision:
-            filtered = sorted(outcome.filtered.items(), key=lambda item: -item[1])[:32]
+            filtered = sorted(filtered_by.items(), key=lambda item: -item[1])[:32]
             return Decision(
-                pod=entry.pod.key,
-                node=outcome.node,
+                pod=pod,
+                node=node,
                 time=datetime.fromtimestamp(decided_at, UTC),
                 latency_ms=latency_ms,
                 generation=generation,
                 mode=mode,
                 top_nodes=[
                     replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
-                    for result in _chosen_first(outcome)[:TOP_NODES]
+                    for result in _chosen_first(node, shown)[:TOP_NODES]
                 ],
                 filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
                 estimate=usage,

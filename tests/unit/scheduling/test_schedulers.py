@@ -17,14 +17,15 @@ from promsched.api.statuses import Decision
 from promsched.kube.requests import Request
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
+from promsched.metrics.scoring import NodeResult
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide, feasible_nodes_to_find
+from promsched.scheduling.deciding import Outcome, decide, feasible_nodes_to_find
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.schedulers import Scheduler
+from promsched.scheduling.schedulers import TOP_NODES, Scheduler, _chosen_first, _shown
 from support.fake_apis import FakeSender
 from support.objects import node_object, pod_object
 from support.policies import policy_object, spec_document
@@ -536,3 +537,13 @@ async def test_the_decision_records_the_pods_usage_estimate(scheduler: Scheduler
         "memory": [64 * 1024**2, "1 x request 64Mi"],
     }
     assert REGISTRY.get_sample_value("promsched_pod_estimates_total", counted) == before + 1
+
+
+@pytest.mark.parametrize("chosen", ["n0", "n2", "n4", None])
+def test_a_decisions_record_keeps_only_the_nodes_it_shows(chosen: str | None) -> None:
+    # Equal totals: the node chosen at random may rank past the first three.
+    ranked = tuple(NodeResult(f"n{index}", 50.0, (), ()) for index in range(5))
+    outcome = Outcome(chosen, ranked, {}, 5)
+    kept = _shown(outcome)
+    assert len(kept) == TOP_NODES
+    assert _chosen_first(chosen, kept) == _chosen_first(chosen, ranked)[:TOP_NODES]
