@@ -252,13 +252,12 @@ def running_status(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
-    """A scheduler fed the nodes, `held` pods running on them and the policy; the returned callable feeds
-    `pods` pods one after another through their event, cycle, binding, bound and running events,
-    returning the seconds it took."""
+def fed_scheduler(
+    loop: asyncio.AbstractEventLoop, nodes: int, held: int = 0, first_held: int = 0
+) -> tuple[Scheduler, str]:
+    """A scheduler fed the nodes, the benchmark's policy and `held` pods running on them (p-`first_held`
+    on), with its scheduler name."""
     spec = bench_policy()
-    scheduler_name = spec["schedulerName"]
-    loop = asyncio.new_event_loop()
     refresher_factory: Any = FixedRefresher  # answers what the scheduler asks of a Refresher
     scheduler = Scheduler(AnsweringSender(), refresher_factory=refresher_factory, rng=random.Random(1))
     for manifest in node_objects(nodes):
@@ -271,10 +270,19 @@ def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
     }
     loop.run_until_complete(scheduler.on_policy("ADDED", policy))
     for index in range(held):  # pods already placed: a long-running scheduler's heap
-        running = pod_object(pods + index, "another-scheduler")
+        running = pod_object(first_held + index, "another-scheduler")
         running["spec"]["nodeName"] = f"node-{index % nodes}"
         running["status"] = running_status(running["spec"])
         scheduler.on_pod("ADDED", running)
+    return scheduler, spec["schedulerName"]
+
+
+def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
+    """A scheduler fed the nodes, `held` pods running on them and the policy; the returned callable feeds
+    `pods` pods one after another through their event, cycle, binding, bound and running events,
+    returning the seconds it took."""
+    loop = asyncio.new_event_loop()
+    scheduler, scheduler_name = fed_scheduler(loop, nodes, held, first_held=pods)
     objects = [pod_object(i, scheduler_name) for i in range(pods)]
 
     async def feed() -> None:

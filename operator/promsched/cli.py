@@ -172,14 +172,9 @@ def _inspect_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _run(args: argparse.Namespace) -> int:
-    import logging
+    from promsched.operating.wiring import RunOptions, configure_logging, run
 
-    from promsched.operating.wiring import RunOptions, run
-
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.log_level != "DEBUG":
-        # Kopf logs every handled watch event at INFO: thousands of lines a minute on a busy cluster.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
     hosts = args.allowed_prometheus_hosts
     run(
         RunOptions(

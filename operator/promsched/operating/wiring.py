@@ -154,11 +154,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None
         raise kopf.PermanentError(runtime.failure) from error
 
 
-async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
+def configure(settings: kopf.OperatorSettings, options: RunOptions) -> None:
+    """Kopf's settings for promsched (the startup handler applies them; bench.kopf_micro too)."""
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
     settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
-    settings.watching.inactivity_timeout = runtime.options.watch_inactivity_timeout
+    settings.watching.inactivity_timeout = options.watch_inactivity_timeout
     # The resources are fixed and the CRD is installed before the operator: watching CRDs for new ones
     # would only need an extra RBAC grant (and retry forbidden errors for a minute without it).
     settings.scanning.disabled = True
@@ -169,6 +170,10 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     settings.posting.enabled = False
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.progress_storage = NoProgress()
+
+
+async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
+    configure(settings, runtime.options)
     await runtime.client.__aenter__()
     runtime.loop_task = asyncio.create_task(runtime.scheduler.run(), name="promsched-scheduler")
     runtime.freeze_task = asyncio.create_task(
@@ -308,6 +313,13 @@ TLS_READ_BUFFER = 32 * 1024
 
 def limit_tls_read_buffers() -> None:
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        # Kopf logs every handled watch event at INFO: thousands of lines a minute on a busy cluster.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 def run(options: RunOptions) -> None:
