@@ -252,14 +252,15 @@ def running_status(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fed_scheduler(
-    loop: asyncio.AbstractEventLoop, nodes: int, held: int = 0, first_held: int = 0
-) -> tuple[Scheduler, str]:
-    """A scheduler fed the nodes, the benchmark's policy and `held` pods running on them (p-`first_held`
-    on), with its scheduler name."""
-    spec = bench_policy()
+def bench_scheduler() -> Scheduler:
+    """A scheduler whose API requests are answered at once and whose refreshers hold fixed metrics."""
     refresher_factory: Any = FixedRefresher  # answers what the scheduler asks of a Refresher
-    scheduler = Scheduler(AnsweringSender(), refresher_factory=refresher_factory, rng=random.Random(1))
+    return Scheduler(AnsweringSender(), refresher_factory=refresher_factory, rng=random.Random(1))
+
+
+def add_nodes_and_policy(loop: asyncio.AbstractEventLoop, scheduler: Scheduler, nodes: int) -> str:
+    """Feeds the sandbox's node objects and the benchmark's policy; returns its scheduler name."""
+    spec = bench_policy()
     for manifest in node_objects(nodes):
         scheduler.on_node("ADDED", manifest)
     policy = {
@@ -269,12 +270,39 @@ def fed_scheduler(
         "spec": spec,
     }
     loop.run_until_complete(scheduler.on_policy("ADDED", policy))
+    return str(spec["schedulerName"])
+
+
+async def place(scheduler: Scheduler, obj: dict[str, Any]) -> str:
+    """One pod as the watch and the cycle see it: added pending, decided, bound (the binding and its
+    event sent), then its bound and running states; returns its node."""
+    scheduler.on_pod("ADDED", obj)
+    entry = scheduler.queue.pop_nowait()
+    assert entry is not None
+    outcome = scheduler.schedule_one(entry)
+    assert outcome is not None
+    assert outcome.node is not None
+    while scheduler._tasks:  # the binding and its event, sent
+        await asyncio.wait(list(scheduler._tasks))
+    bound = next_state(obj, spec=obj["spec"] | {"nodeName": outcome.node})
+    scheduler.on_pod("MODIFIED", bound)
+    scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
+    return outcome.node
+
+
+def fed_scheduler(
+    loop: asyncio.AbstractEventLoop, nodes: int, held: int = 0, first_held: int = 0
+) -> tuple[Scheduler, str]:
+    """A scheduler fed the nodes, the benchmark's policy and `held` pods running on them (p-`first_held`
+    on), with its scheduler name."""
+    scheduler = bench_scheduler()
+    scheduler_name = add_nodes_and_policy(loop, scheduler, nodes)
     for index in range(held):  # pods already placed: a long-running scheduler's heap
         running = pod_object(first_held + index, "another-scheduler")
         running["spec"]["nodeName"] = f"node-{index % nodes}"
         running["status"] = running_status(running["spec"])
         scheduler.on_pod("ADDED", running)
-    return scheduler, spec["schedulerName"]
+    return scheduler, scheduler_name
 
 
 def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
@@ -287,17 +315,7 @@ def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
 
     async def feed() -> None:
         for obj in objects:
-            scheduler.on_pod("ADDED", obj)
-            entry = scheduler.queue.pop_nowait()
-            assert entry is not None
-            outcome = scheduler.schedule_one(entry)
-            assert outcome is not None
-            assert outcome.node is not None
-            while scheduler._tasks:  # the binding and its event, sent
-                await asyncio.wait(list(scheduler._tasks))
-            bound = next_state(obj, spec=obj["spec"] | {"nodeName": outcome.node})
-            scheduler.on_pod("MODIFIED", bound)
-            scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
+            await place(scheduler, obj)
 
     def run() -> float:
         started = time.process_time()

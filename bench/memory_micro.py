@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import random
 import subprocess
 import sys
 import tracemalloc
@@ -33,15 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.decide_micro import (
-    AnsweringSender,
-    FixedRefresher,
-    bench_policy,
+    add_nodes_and_policy,
+    bench_scheduler,
     next_state,
-    node_objects,
+    place,
     pod_object,
     running_status,
 )
-from promsched.scheduling.schedulers import Scheduler
 
 PARTS = ("rss", "sites", "kopf")
 # Frames of these files are never charged: they allocate on behalf of the code that called them.
@@ -60,22 +57,11 @@ class Cluster:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        refresher_factory: Any = FixedRefresher  # answers what the scheduler asks of a Refresher
-        self.scheduler = Scheduler(
-            AnsweringSender(), refresher_factory=refresher_factory, rng=random.Random(1)
-        )
-        self.spec = bench_policy()
+        self.scheduler = bench_scheduler()
+        self.scheduler_name = ""
 
     def add_nodes(self, nodes: int) -> None:
-        for manifest in node_objects(nodes):
-            self.scheduler.on_node("ADDED", manifest)
-        policy = {
-            "apiVersion": "promsched.io/v1alpha1",
-            "kind": "SchedulingPolicy",
-            "metadata": {"name": "bench", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": self.spec,
-        }
-        self.loop.run_until_complete(self.scheduler.on_policy("ADDED", policy))
+        self.scheduler_name = add_nodes_and_policy(self.loop, self.scheduler, nodes)
 
     def add_pods(self, first: int, stop: int, *, other: bool = False) -> None:
         """Pods `first` to `stop` placed and running: by this scheduler's cycle, or (`other`) bound by
@@ -85,20 +71,12 @@ class Cluster:
 
         async def feed() -> None:
             for index in range(first, stop):
-                obj = pod_object(index, "another-scheduler" if other else self.spec["schedulerName"])
+                if not other:
+                    await place(scheduler, pod_object(index, self.scheduler_name))
+                    continue
+                obj = pod_object(index, "another-scheduler")
                 scheduler.on_pod("ADDED", obj)
-                if other:
-                    node = f"node-{index % nodes}"
-                else:
-                    entry = scheduler.queue.pop_nowait()
-                    assert entry is not None
-                    outcome = scheduler.schedule_one(entry)
-                    assert outcome is not None
-                    assert outcome.node is not None
-                    node = outcome.node
-                    while scheduler._tasks:  # the binding and its event, sent
-                        await asyncio.wait(list(scheduler._tasks))
-                bound = next_state(obj, spec=obj["spec"] | {"nodeName": node})
+                bound = next_state(obj, spec=obj["spec"] | {"nodeName": f"node-{index % nodes}"})
                 scheduler.on_pod("MODIFIED", bound)
                 scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
             assert len(scheduler.cache.counted) == stop
