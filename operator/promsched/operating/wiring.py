@@ -314,12 +314,11 @@ async def storage_capacity_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> 
 # uvloop has a TLS protocol of its own, which this leaves alone: its 256 KiB buffer is malloc'd, not
 # zero-filled, so only what one read fills becomes resident. Connections that carry small responses
 # (bindings, status writes) stay smaller than asyncio's at 32 KiB (64 connections reading 2 KiB each:
-# +4.3 MiB RSS, asyncio at 32 KiB +5.7, at 256 KiB +19.7; python -m bench.tls_micro); one that reads
-# large responses (lists, a watch's backlog) keeps up to its buffer plus as much in OpenSSL's input
-# buffer (64 reading 4 MiB each: +43-44 MiB, asyncio at 32 KiB +9-10), as long as it stays in the pool.
-# Only the socket's receive buffer would bound that (--rcvbuf 16384: +9.3 MiB), at the cost of each
-# connection's TCP window, so of large lists' speed wherever the API server is not next door;
-# `--event-loop asyncio` keeps the bound.
+# +3.8 MiB RSS, asyncio at 32 KiB +5.6, at 256 KiB +20.0); one that reads large responses (lists, a
+# watch's backlog) keeps up to its buffer plus as much in OpenSSL's input buffer (64 reading 4 MiB
+# each: +43 MiB, asyncio at 32 KiB +9), for as long as it stays in the pool. Only the socket's receive
+# buffer would bound that (SO_RCVBUF 16 KiB: +9.6 MiB), at the cost of each connection's TCP window, so
+# of large lists' speed wherever the API server is not next door; `--event-loop asyncio` keeps the bound.
 TLS_READ_BUFFER = 32 * 1024
 
 
