@@ -13,9 +13,7 @@ row `--repeats` times interleaved (every variant and mode once, then again; repo
 - kube-scheduler of the sandbox's Kubernetes release, at its default client QPS/burst (50/100) and raised
   (1000/2000);
 - the null binder (`bench/nullbinder.py`): promsched's client stack binding round-robin, no filtering or
-  scoring: the API server's limit on this machine;
-- promsched-asyncio, only when named in --variants: promsched on asyncio's own event loop instead of
-  uvloop (`--event-loop asyncio`), an A/B of the loop (`--variants promsched,promsched-asyncio,ks-raised`).
+  scoring: the API server's limit on this machine.
 
 Each of them gets the same pods at a fixed arrival rate and as a burst. It measures throughput, latency
 from creation to binding, Prometheus queries per pod, the scheduler's CPU and peak RSS, the API server's
@@ -44,7 +42,7 @@ from bench.pods import POD_CPU, POD_MEMORY
 from bench.running import MODES, run_once
 from bench.sandboxing import prepare, stop_sandbox
 from bench.targets import targets
-from bench.variants import BY_KEY, VARIANTS, Variant, apply_policy
+from bench.variants import VARIANTS, Variant, apply_policy
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.sending import ApiError
 from promsched.sandbox import launching
@@ -158,9 +156,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--rate", type=float, default=50.0, help="arrival rate of the rate runs, pods/s")
     parser.add_argument("--modes", default=",".join(MODES), help="rate,burst")
     parser.add_argument(
-        "--variants",
-        default=",".join(v.key for v in VARIANTS),
-        help="promsched,ks-default,ks-raised,null (default); promsched-asyncio too when named",
+        "--variants", default=",".join(v.key for v in VARIANTS), help="promsched,ks-default,ks-raised,null"
     )
     parser.add_argument("--refresh", default="15s", help="the policy's refreshInterval (default 15s)")
     parser.add_argument("--history", type=float, default=300.0, help="seconds of backfilled metrics")
@@ -192,7 +188,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         parser, "only rewrite results.md and the plots from OUT/results.json", sandboxes="the sandboxes go"
     )
     args = parser.parse_args(argv)
-    variants = commanding.chosen(parser, "--variants", args.variants, BY_KEY)
+    variants = commanding.chosen(parser, "--variants", args.variants, {v.key: v for v in VARIANTS})
     modes = tuple(mode for mode in args.modes.split(",") if mode)
     if set(modes) - set(MODES):
         parser.error(f"--modes: use {', '.join(MODES)}")

@@ -214,7 +214,7 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
         mine = find(results, nodes, "promsched", mode)
         if mine is None:
             continue
-        for key in ("ks-default", "ks-raised", "null", "promsched-asyncio"):
+        for key in ("ks-default", "ks-raised", "null"):
             theirs = find(results, nodes, key, mode)
             if theirs is not None:
                 ratios.append((f"promsched / {LABELS[key]}", mine, theirs))

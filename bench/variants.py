@@ -31,14 +31,10 @@ class Variant:
     kind: str  # promsched | kube-scheduler | null (bench.quality adds trimaran)
     qps: int = 0
     burst: int = 0
-    options: tuple[str, ...] = ()  # more `promsched run` flags
-    # Whose schedulerName its pods carry: promsched's variants share one, so `apply_policy`'s one policy
-    # serves each (one scheduler runs at a time).
-    schedules_as: str = ""
 
     @property
     def scheduler_name(self) -> str:
-        return f"bench-{self.schedules_as or self.key}"
+        return f"bench-{self.key}"
 
     @property
     def process(self) -> str:
@@ -53,20 +49,7 @@ VARIANTS = (
     Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
     Variant("null", "null binder", "null"),
 )
-# Chosen by name only (--variants), so that `make bench` stays as it is: an A/B of the event loop.
-OPTIONAL_VARIANTS = (
-    Variant(
-        "promsched-asyncio",
-        "promsched on asyncio's loop (QPS 1000/2000)",
-        "promsched",
-        1000,
-        2000,
-        options=("--event-loop", "asyncio"),
-        schedules_as="promsched",
-    ),
-)
-BY_KEY = {variant.key: variant for variant in (*VARIANTS, *OPTIONAL_VARIANTS)}
-LABELS = {key: variant.label for key, variant in BY_KEY.items()}
+LABELS = {variant.key: variant.label for variant in VARIANTS}
 
 
 def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
@@ -174,10 +157,7 @@ def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[i
     if variant.kind == "promsched":
         budget = ("--kube-api-qps", str(variant.qps), "--kube-api-burst", str(variant.burst))
         url = start_scheduler(
-            sandbox,
-            lambda _line: None,
-            name=variant.process,
-            extra=(*(budget if variant.qps else ()), *variant.options),
+            sandbox, lambda _line: None, name=variant.process, extra=budget if variant.qps else ()
         )
     elif variant.kind == "kube-scheduler":
         _start_kube_scheduler(sandbox, variant, supervisor)

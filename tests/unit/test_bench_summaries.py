@@ -8,9 +8,7 @@ from typing import Any
 from bench import reporting
 from bench.summaries import rows, summarise
 from bench.targets import targets
-from bench.variants import BY_KEY, LABELS, VARIANTS
-
-from promsched.cli import build_parser
+from bench.variants import LABELS
 
 
 def run(
@@ -113,32 +111,3 @@ def test_a_target_missed_on_medians_is_reported_not_met() -> None:
     assert found["1000 nodes: burst throughput >= kube-scheduler (QPS 1000/2000)'s"]["status"] == "NOT met"
     cpu = found["1000 nodes, burst: scheduler CPU per pod <= 0.5x kube-scheduler (QPS 1000/2000)'s"]
     assert cpu["status"] == "NOT met"  # 5 ms vs 6 ms
-
-
-def test_promsched_on_asyncios_loop_gets_its_row_and_a_ratio_when_chosen() -> None:
-    ours = [run("promsched", "burst", t, 0.2) for t in (100, 110)]
-    theirs = [run(v, "burst", 80, 0.3) for v in ("promsched-asyncio", "ks-raised")]
-    measured = results(ours, theirs) | {"settings": {"rate": 50.0, "pods": 100}}
-    entry = measured["node_counts"][0] | {
-        "baseline_spread": dict.fromkeys(("cpu_std", "cpu_max", "memory_std", "memory_max"), 1.0)
-    }
-
-    lines = reporting._node_count(measured, entry)
-
-    labels = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]
-    assert labels[2:] == [
-        "promsched (QPS 1000/2000)",
-        "promsched on asyncio's loop (QPS 1000/2000)",
-        "kube-scheduler (QPS 1000/2000)",
-        "*promsched / kube-scheduler (QPS 1000/2000)*",
-        "*promsched / promsched on asyncio's loop (QPS 1000/2000)*",
-    ]
-
-
-def test_promsched_on_asyncios_loop_is_promsched_run_with_asyncio_for_the_same_pods() -> None:
-    asyncio_variant = BY_KEY["promsched-asyncio"]
-
-    assert asyncio_variant not in VARIANTS, "make bench's default variants stay as they were"
-    assert asyncio_variant.scheduler_name == BY_KEY["promsched"].scheduler_name  # the one policy's
-    assert build_parser().parse_args(["run", *asyncio_variant.options]).event_loop == "asyncio"
-    assert build_parser().parse_args(["run", *BY_KEY["promsched"].options]).event_loop == "uvloop"
