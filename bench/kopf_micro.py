@@ -1,6 +1,6 @@
 """Kopf's CPU per pod watch event, without a cluster: its watcher, worker and handler machinery.
 
-    python -m bench.kopf_micro [--nodes 100] [--pods 1000] [--rounds 5] [--loops uvloop,asyncio] [--profile]
+    python -m bench.kopf_micro [--nodes 100] [--pods 1000] [--rounds 5] [--profile]
 
 Each pod brings the three watch events a scheduled pod brings (added pending, bound, running as the
 kubelet reports it), in a burst's order (all added, then all bound, then all running), to a scheduler
@@ -16,9 +16,8 @@ fresh scheduler:
   through the burst (Kopf ends one after 5 s without events) and ends when the watcher does.
 
 It reports CPU microseconds per event (process time, min over the rounds) of both and their
-difference, Kopf's own, through Kopf on each event loop of `--loops` (`promsched run --event-loop`;
-default uvloop, as promsched runs), interleaved and each first in turn; `--profile` adds a cProfile of
-one kopf round on the first. The JSON parsing of the stream's lines and aiohttp's reads are not in it.
+difference, Kopf's own; `--profile` adds a cProfile of one kopf round. The JSON parsing of the stream's
+lines and aiohttp's reads are not in it.
 """
 
 from __future__ import annotations
@@ -168,11 +167,9 @@ def through_kopf(
     return time.process_time() - started
 
 
-def round_of(
-    way: str, nodes: int, pods: int, loop_name: str = "asyncio", profiler: cProfile.Profile | None = None
-) -> float:
-    """CPU seconds per event of one way on a fresh scheduler and a fresh event loop."""
-    loop = wiring.new_event_loop(loop_name)
+def round_of(way: str, nodes: int, pods: int, profiler: cProfile.Profile | None = None) -> float:
+    """CPU seconds per event of one way on a fresh scheduler."""
+    loop = asyncio.new_event_loop()
     scheduler, scheduler_name = fed_scheduler(loop, nodes)
     events = pod_events(pods, nodes, scheduler_name)
     if profiler is not None:
@@ -190,33 +187,22 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--loops", default="uvloop", help="comma-separated: uvloop, asyncio")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    loops = [name for name in args.loops.split(",") if name]
-    if not loops or set(loops) - set(wiring.EVENT_LOOPS):
-        parser.error(f"--loops: use {', '.join(wiring.EVENT_LOOPS)}")
     wiring.configure_logging("INFO")  # promsched run's default
     logging.getLogger("promsched").setLevel(logging.WARNING)  # the fake set-up's own notes
-    ways = [("direct", "asyncio"), *(("kopf", name) for name in loops)]
-    best = dict.fromkeys(ways, float("inf"))
-    for index in range(args.rounds):
-        # The loops take turns going first: a round's first Kopf run is not the same for each.
-        shift = index % len(loops)
-        for way, loop_name in [ways[0], *ways[1 + shift :], *ways[1 : 1 + shift]]:
-            best[way, loop_name] = min(best[way, loop_name], round_of(way, args.nodes, args.pods, loop_name))
-    direct_us = 1e6 * best["direct", "asyncio"]
-    kopf_us = {name: 1e6 * best["kopf", name] for name in loops}
-    through = ", ".join(
-        f"through kopf on {name} {us:.1f} (kopf's own {us - direct_us:.1f})" for name, us in kopf_us.items()
-    )
+    best = {"direct": float("inf"), "kopf": float("inf")}
+    for _ in range(args.rounds):
+        for way in best:
+            best[way] = min(best[way], round_of(way, args.nodes, args.pods))
     print(
         f"{args.nodes} nodes, {args.pods} pods, {3 * args.pods} events, CPU us per event, min of "
-        f"{args.rounds}: direct {direct_us:.1f}, {through}"
+        f"{args.rounds}: direct {1e6 * best['direct']:.1f}, through kopf {1e6 * best['kopf']:.1f}, "
+        f"kopf's own {1e6 * (best['kopf'] - best['direct']):.1f}"
     )
     if args.profile:
         profiler = cProfile.Profile()
-        round_of("kopf", args.nodes, args.pods, loops[0], profiler)
+        round_of("kopf", args.nodes, args.pods, profiler)
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(40)

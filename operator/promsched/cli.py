@@ -195,7 +195,6 @@ def _run(args: argparse.Namespace) -> int:
             rebalance_evictions=args.rebalance_evictions,
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
-            event_loop=args.event_loop,
         )
     )
     return 0
@@ -294,13 +293,6 @@ def _run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=True,
         help="the kill switch of every policy's spec.rebalance: with --no-rebalance-evictions, Enforce "
         "runs as DryRun (reports what it would move, evicts nothing)",
-    )
-    run.add_argument(
-        "--event-loop",
-        choices=("uvloop", "asyncio"),  # wiring.EVENT_LOOPS, which imports Kopf
-        default="uvloop",
-        help="what the operator runs on: uvloop (default; less CPU per watch event and API request) or "
-        "asyncio's own loop",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(run=_run)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-import uvloop
 from aiohttp import web
 
 from promsched.api.policies import GROUP, PLURAL, VERSION
@@ -66,8 +65,6 @@ class RunOptions:
     kube_api_burst: int = 100
     # Off: every policy's rebalance Enforce runs as DryRun (the kill switch).
     rebalance_evictions: bool = True
-    # What Kopf, aiohttp and the scheduler run on: "uvloop" or "asyncio" (see `new_event_loop`).
-    event_loop: str = "uvloop"
 
 
 @dataclass
@@ -311,14 +308,6 @@ async def storage_capacity_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> 
 # asyncio gives every TLS connection a 256 KiB read buffer, zero-filled and so resident from the start:
 # with 32 bindings, the watches and status writes in flight that was a tenth of the operator's memory.
 # Responses are read in 32 KiB pieces instead (64 connections to the API server: 19.6 MB -> 5.9 MB).
-# uvloop has a TLS protocol of its own, which this leaves alone: its 256 KiB buffer is malloc'd, not
-# zero-filled, so only what one read fills becomes resident. Connections that carry small responses
-# (bindings, status writes) stay smaller than asyncio's at 32 KiB (64 connections reading 2 KiB each:
-# +3.8 MiB RSS, asyncio at 32 KiB +5.6, at 256 KiB +20.0); one that reads large responses (lists, a
-# watch's backlog) keeps up to its buffer plus as much in OpenSSL's input buffer (64 reading 4 MiB
-# each: +43 MiB, asyncio at 32 KiB +9), for as long as it stays in the pool. Only the socket's receive
-# buffer would bound that (SO_RCVBUF 16 KiB: +9.6 MiB), at the cost of each connection's TCP window, so
-# of large lists' speed wherever the API server is not next door; `--event-loop asyncio` keeps the bound.
 TLS_READ_BUFFER = 32 * 1024
 
 
@@ -331,27 +320,6 @@ def configure_logging(level: str) -> None:
     if level != "DEBUG":
         # Kopf logs every handled watch event at INFO: thousands of lines a minute on a busy cluster.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-
-
-# uvloop, MagicStack's libuv loop, cuts Kopf's own CPU per pod watch event by 3-17% (python -m
-# bench.kopf_micro --loops uvloop,asyncio), and aiohttp's per request; asyncio's stays, as a fallback
-# and for comparison (bench.benchmark's promsched-asyncio).
-EVENT_LOOPS = ("uvloop", "asyncio")
-
-
-def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
-    if name not in EVENT_LOOPS:
-        raise ValueError(f"event loop {name!r}: use one of {', '.join(EVENT_LOOPS)}")
-    return uvloop.new_event_loop() if name == "uvloop" else asyncio.new_event_loop()
-
-
-def _close(loop: asyncio.AbstractEventLoop) -> None:
-    """What asyncio.run does after its main task: kopf.run leaves a loop it was given open."""
-    try:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        loop.close()
 
 
 def run(options: RunOptions) -> None:
@@ -373,11 +341,10 @@ def run(options: RunOptions) -> None:
         rebalance_evictions=options.rebalance_evictions,
     )
     memo = Memo(runtime=Runtime(options, credentials, client, scheduler, listener))
-    loop = new_event_loop(options.event_loop)
     try:
         # Pods of every namespace are watched even when scheduling is limited to some: their requests
         # occupy the same nodes, and leaving them out would overcommit.
-        kopf.run(loop=loop, standalone=True, clusterwide=True, memo=memo)
+        kopf.run(standalone=True, clusterwide=True, memo=memo)
     except Exception as error:
         # Kopf raises a failed startup handler's error wrapped in an ActivityError it does not export.
         if memo.runtime.failure is None:
@@ -385,4 +352,3 @@ def run(options: RunOptions) -> None:
         raise listening.StartupError(memo.runtime.failure) from error
     finally:
         listener.close()
-        _close(loop)

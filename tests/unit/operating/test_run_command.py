@@ -1,22 +1,18 @@
 """`promsched run`: its start fails fast (a start that cannot succeed exits 1 with the reason, instead
-of Kopf retrying its startup handler every minute while nothing is scheduled), its API rate limit
-flags are kube-scheduler's, and it runs on uvloop unless told otherwise."""
+of Kopf retrying its startup handler every minute while nothing is scheduled), and its API rate limit
+flags are kube-scheduler's."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import kopf
 import pytest
-import uvloop
 
-from promsched.cli import build_parser, main
+from promsched.cli import build_parser
 from promsched.operating import listening, wiring
 from support.kubeconfigs import kubeconfig, write_kubeconfig
 
@@ -137,28 +133,3 @@ def test_a_rate_limit_that_could_never_send_is_refused(
         build_parser().parse_args(["run", flag, value])
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"promsched run: error: argument {flag}: {message}"
-
-
-@pytest.mark.parametrize(
-    ("flags", "loop_type"),
-    [
-        ([], uvloop.Loop),
-        (["--event-loop", "uvloop"], uvloop.Loop),
-        (["--event-loop", "asyncio"], asyncio.SelectorEventLoop),
-    ],
-)
-def test_the_operator_runs_on_uvloop_unless_asyncios_loop_is_asked_for(
-    flags: list[str], loop_type: type, unreachable_cluster: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    def run_kopf(*, loop: asyncio.AbstractEventLoop, **_: Any) -> None:
-        assert not loop.is_closed()
-        loops.append(loop)
-
-    monkeypatch.setattr(kopf, "run", run_kopf)
-    monkeypatch.setattr(wiring, "configure_logging", lambda _level: None)  # the test's logging stays
-    command = ["run", "--kubeconfig", str(unreachable_cluster), "--listen", "127.0.0.1:0", *flags]
-    assert main(command) == 0
-    assert [type(loop) for loop in loops] == [loop_type]
-    assert loops[0].is_closed(), "run closes the loop it gave Kopf"
