@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -57,20 +57,15 @@ TOP_NODES = 3
 PLUGINS_SHOWN = 20
 
 
-def _chosen_first(node: str | None, ranked: Sequence[NodeResult]) -> list[NodeResult]:
-    """The ranking with the chosen node first: among equal totals the choice is random."""
-    chosen = [r for r in ranked if r.node == node]
-    return chosen + [r for r in ranked if r.node != node]
-
-
 def _shown(outcome: Outcome) -> tuple[NodeResult, ...]:
-    """What of the ranking a decision's record shows: its first TOP_NODES with the chosen node first,
-    once put in that order. A record keeps these alone, not the ranking of hundreds of nodes."""
+    """The nodes a decision's record shows: the first TOP_NODES of the ranking with the chosen node
+    first (among equal totals the choice is random, so it may rank past them). A record keeps these
+    alone, not the ranking of hundreds of nodes."""
     top = outcome.ranked[:TOP_NODES]
-    if outcome.node is None or any(result.node == outcome.node for result in top):
+    chosen = next((result for result in outcome.ranked if result.node == outcome.node), None)
+    if chosen is None:
         return top
-    chosen = tuple(result for result in outcome.ranked if result.node == outcome.node)
-    return top[: TOP_NODES - len(chosen)] + chosen
+    return (chosen, *(result for result in top if result is not chosen))[:TOP_NODES]
 
 
 class Scheduler:
@@ -437,8 +432,7 @@ class Scheduler:
                 generation=generation,
                 mode=mode,
                 top_nodes=[
-                    replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api()
-                    for result in _chosen_first(node, shown)[:TOP_NODES]
+                    replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api() for result in shown
                 ],
                 filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
                 estimate=usage,

@@ -25,7 +25,7 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.schedulers import TOP_NODES, Scheduler, _chosen_first, _shown
+from promsched.scheduling.schedulers import TOP_NODES, Scheduler, _shown
 from support.fake_apis import FakeSender
 from support.objects import node_object, pod_object
 from support.policies import policy_object, spec_document
@@ -546,4 +546,5 @@ def test_a_decisions_record_keeps_only_the_nodes_it_shows(chosen: str | None) ->
     outcome = Outcome(chosen, ranked, {}, 5)
     kept = _shown(outcome)
     assert len(kept) == TOP_NODES
-    assert _chosen_first(chosen, kept) == _chosen_first(chosen, ranked)[:TOP_NODES]
+    chosen_first = [r for r in ranked if r.node == chosen] + [r for r in ranked if r.node != chosen]
+    assert kept == tuple(chosen_first[:TOP_NODES])
