@@ -12,7 +12,6 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from bench import kopf_micro
 
 from promsched.kube.credentials import Credentials, FixedToken
 from promsched.kube.sending import KubeClient
@@ -32,6 +31,7 @@ from promsched.operating.wiring import (
 )
 from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
+from support.kopf_watching import watch
 from support.objects import node_object, pod_object
 
 
@@ -150,7 +150,7 @@ async def test_every_pod_event_reaches_the_scheduler_through_kopf_in_order() -> 
     scheduler = RecordingScheduler()
     async with asyncio.timeout(30):  # a deadline, not a measure: an event lost would hang the stream
         # Kopf's watcher, per-object workers and handlers, with promsched's settings and handlers.
-        await kopf_micro.watch(cast(Scheduler, scheduler), events)
+        await watch(cast(Scheduler, scheduler), events)
     assert scheduler.pod_events == [
         ("ADDED", "a", "1"),
         ("ADDED", "b", "1"),
