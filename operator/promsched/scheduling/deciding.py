@@ -35,7 +35,7 @@ from promsched.scheduling.filters import (
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.filters.node_verdicts import NodeVerdicts, node_only_prefix
+from promsched.scheduling.filters.node_verdicts import NodeVerdicts, node_only_prefix, usage_totals_only
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
@@ -328,9 +328,12 @@ def decide(
     # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
     nodes, usages, usage_of, any_nominated = cache.nodes, cache.usage, cache.usage_of, bool(cache.nominated)
     # The node-only filters come first: their verdicts are looked up, and the rest run where they pass.
+    # When the rest read only the nodes' usage totals, every filter's verdict is looked up (not beside
+    # nominated pods, which kube adds to a node's usage for the filters).
     split = node_only_prefix(filters)
     node_only, rest = filters[:split], filters[split:]
-    verdicts = memo.verdicts.of(node_only, pod)
+    whole = not any_nominated and usage_totals_only(rest)
+    verdicts = memo.verdicts.of(filters if whole else node_only, pod, with_usage=whole)
     while position < total_nodes and len(ranked) < wanted:
         feasible: list[str] = []
         room = wanted - len(ranked)
@@ -339,18 +342,33 @@ def decide(
             position += 1
             node = nodes[name]
             known = verdicts.get(name)
-            if known is None or known[0] is not node:
-                known = verdicts[name] = (node, run_filters(pod, node, usage_of(name), node_only))
-            status = known[1]
-            if status is None:
+            if whole:
                 usage = usages.get(name) or usage_of(name)
-                if any_nominated and (nominated := nominated_before(pod, cache, name)):
-                    status = filter_node(pod, node, usage, rest, checks, nominated)
-                else:
-                    # `filter_node` with nothing nominated, inlined: this runs for hundreds of nodes.
-                    status = run_filters(pod, node, usage, rest)
-                    if status is None and checks:
-                        status = run_checks(node, checks)
+                if (
+                    known is None
+                    or known[0] is not node
+                    or known[1] is not usage.requested
+                    or known[2] != usage.pods
+                ):
+                    status = run_filters(pod, node, usage, filters)
+                    known = verdicts[name] = (node, usage.requested, usage.pods, status)
+                status = known[3]
+                if status is None and checks:
+                    status = run_checks(node, checks)
+            else:
+                if known is None or known[0] is not node:
+                    status = run_filters(pod, node, usage_of(name), node_only)
+                    known = verdicts[name] = (node, None, 0, status)
+                status = known[3]
+                if status is None:
+                    usage = usages.get(name) or usage_of(name)
+                    if any_nominated and (nominated := nominated_before(pod, cache, name)):
+                        status = filter_node(pod, node, usage, rest, checks, nominated)
+                    else:
+                        # `filter_node` with nothing nominated, inlined: this runs for hundreds of nodes.
+                        status = run_filters(pod, node, usage, rest)
+                        if status is None and checks:
+                            status = run_checks(node, checks)
             if status is None:
                 feasible.append(name)
             else:

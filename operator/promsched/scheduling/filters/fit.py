@@ -21,6 +21,7 @@ INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 
 class NodeResourcesFit:
     name = "NodeResourcesFit"
+    usage_totals_only = True  # see node_verdicts
     events = (
         ClusterEvent.NODE_ADDED
         | ClusterEvent.NODE_UPDATED
