@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from promsched.scheduling.pod_requests import pod_requests
 from promsched.scheduling.resources import (
     FieldError,
     QuantityError,
@@ -28,7 +29,6 @@ from promsched.scheduling.resources import (
     list_field,
     object_field,
     parse_quantity,
-    pod_requests,
 )
 
 ANNOTATION: Final = "sandbox.promsched.io/usage"

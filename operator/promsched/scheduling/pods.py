@@ -26,6 +26,7 @@ from promsched.scheduling.node_selectors import (
 )
 from promsched.scheduling.nodes import FILTERING_EFFECTS
 from promsched.scheduling.pod_limits import controller_of, pod_limits
+from promsched.scheduling.pod_requests import pod_requests, requests_status_key
 from promsched.scheduling.resources import (
     ZERO_RESOURCES,
     FieldError,
@@ -33,8 +34,6 @@ from promsched.scheduling.resources import (
     integer_field,
     list_field,
     object_field,
-    pod_requests,
-    requests_status_key,
 )
 from promsched.scheduling.spread_constraints import SpreadConstraint, parse_spread_constraints
 

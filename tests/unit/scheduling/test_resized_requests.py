@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from promsched.scheduling.pod_requests import pod_requests
 from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import FieldError, Resources, pod_requests
+from promsched.scheduling.resources import FieldError, Resources
 
 GIB = 1024**3
 INFEASIBLE = {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
@@ -33,6 +34,18 @@ def container_status(
 
 def test_a_pod_without_container_statuses_counts_its_spec() -> None:
     assert pod_requests({"containers": [container("a", "1")]}, {"phase": "Pending"}) == Resources(1000)
+
+
+def test_statuses_that_report_the_spec_count_the_spec_with_limits_standing_in_for_requests() -> None:
+    # A running pod's usual status: the kubelet allocated and runs what the spec requests. The spec's
+    # memory limit stands in for its missing request; the statuses list only what was requested.
+    spec = {
+        "containers": [container("a", "1", resources={"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}})]
+    }
+    same = container_status("a", allocated="1", actuated="1")
+    assert pod_requests(spec, {"containerStatuses": [same]}) == Resources(1000, GIB)
+    other_words = container_status("a", allocated="1000m", actuated="1000m")
+    assert pod_requests(spec, {"containerStatuses": [other_words]}) == Resources(1000, GIB)
 
 
 def test_a_downsize_in_progress_counts_the_larger_running_requests() -> None:

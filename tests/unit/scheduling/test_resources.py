@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from promsched.scheduling.pod_requests import pod_requests
 from promsched.scheduling.resources import (
     INT64_MAX,
     ZERO_RESOURCES,
@@ -13,7 +14,6 @@ from promsched.scheduling.resources import (
     QuantityError,
     Resources,
     parse_quantity,
-    pod_requests,
     resources_from_list,
 )
 from support.objects import GIB
