@@ -133,16 +133,17 @@ def _unseen_load(
     info = cache.nodes.get(node)
     if info is None:
         return {}
+    # Each placement's estimate once for all windows, newest first as each window sums them.
+    recent = cache.placements_after(node, min(window.horizon for window in windows))
+    placed = [(placement.at, estimates.of(placement.pod)) for placement in recent]
     load = {}
     for window in windows:
         allocatable_of, estimated = ESTIMATED_PLUGINS[window.plugin]
         allocatable = allocatable_of(info.allocatable)
         if not allocatable:
             continue
-        unseen = sum(
-            estimated(estimates.of(placement.pod)) * window.unseen(placement.at)
-            for placement in cache.placements_after(node, window.horizon)
-        )
+        since = window.horizon
+        unseen = sum(estimated(estimate) * window.unseen(at) for at, estimate in placed if at > since)
         if unseen:
             load[window.plugin] = 100.0 * unseen / allocatable
     return load
