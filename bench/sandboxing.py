@@ -1,5 +1,6 @@
 """The benches' sandboxes: a fresh directory with the nodes' load profiles, stopping a sandbox while
-keeping its schedulers' logs, and the trace benches' sandbox from start to stop."""
+keeping its schedulers' logs and its components' last lines, and the trace benches' sandbox from start
+to stop."""
 
 from __future__ import annotations
 
@@ -31,14 +32,28 @@ def prepare(workdir: Path | None, name: str, nodes: int, profiles: dict[str, Any
     return directory, profiles_file
 
 
+COMPONENT_LOG_BYTES = 1024 * 1024  # the end of each component's log, where a failed start shows why
+
+
 def stop_sandbox(directory: Path, logs: Path) -> None:
-    """Stop the sandbox in `directory` and remove it, keeping the schedulers' logs (bench-*.log) in `logs`."""
+    """Stop the sandbox in `directory` and remove it, keeping in `logs` the schedulers' logs (bench-*.log)
+    whole and the last `COMPONENT_LOG_BYTES` of every other (kwok, kube-apiserver, ...)."""
     launching.down(directory, lambda _line: None)
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
-    for log in (directory / "logs").glob("bench-*.log"):
-        shutil.copy(log, logs / log.name)
+    for log in (directory / "logs").glob("*.log"):
+        if log.name.startswith("bench-"):
+            shutil.copy(log, logs / log.name)
+        else:
+            keep_tail(log, logs / log.name, COMPONENT_LOG_BYTES)
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def keep_tail(source: Path, target: Path, size: int) -> None:
+    """Copy the last `size` bytes of `source` to `target`."""
+    with source.open("rb") as log:
+        log.seek(max(0, source.stat().st_size - size))
+        target.write_bytes(log.read())
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import certifying, counters, installing, monitoring
+from promsched.sandbox import certifying, counters, installing, monitoring, sizing
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
 from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE
 from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
@@ -92,18 +92,25 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
     }
 
 
-def _ready_nodes(sandbox: Sandbox) -> int:
-    nodes = json.loads(sandbox.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+# One line per node, "<Ready status>\t<taint keys>": the two things readiness looks at, far lighter
+# to produce and read than the nodes' full JSON at thousands of nodes.
+READINESS_COLUMNS = (
+    '{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\t"}{.spec.taints[*].key}{"\\n"}{end}'
+)
+
+
+def ready_count(listing: str) -> int:
+    """Nodes of a `READINESS_COLUMNS` listing that are Ready and carry no node.kubernetes.io/ taint
+    (not-ready, unreachable, ... as the node lifecycle controller sets them)."""
     count = 0
-    for node in nodes:
-        ready = any(
-            c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", [])
-        )
-        not_ready_taint = any(
-            t["key"].startswith("node.kubernetes.io/") for t in node["spec"].get("taints", [])
-        )
-        count += ready and not not_ready_taint
+    for line in listing.splitlines():
+        ready, _, taints = line.partition("\t")
+        count += ready == "True" and not any(key.startswith("node.kubernetes.io/") for key in taints.split())
     return count
+
+
+def _ready_nodes(sandbox: Sandbox) -> int:
+    return ready_count(sandbox.kubectl("get", "nodes", "-o", f"jsonpath={READINESS_COLUMNS}").stdout)
 
 
 def up(
@@ -238,6 +245,7 @@ def _start_control_plane(
 
     report("  kube-controller-manager")
     kubeconfig = str(sandbox.kubeconfig)
+    nodes = len(sandbox.state.node_names)
     manager = supervisor.spawn(
         "kube-controller-manager",
         [
@@ -257,6 +265,9 @@ def _start_control_plane(
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--kube-api-qps=200",
             "--kube-api-burst=400",
+            # Nodes are looked at as healthy for as long as kwok may take to renew their leases.
+            f"--node-monitor-grace-period={sizing.node_monitor_grace_seconds(nodes)}s",
+            f"--node-startup-grace-period={sizing.node_startup_grace_seconds(nodes)}s",
         ],
     )
     wait_until(
@@ -290,19 +301,21 @@ def _start_nodes(
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.244.0.1/16",
             "--node-ip=10.1.0.1",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={sizing.lease_seconds(len(names))}",
             f"--config={sandbox.binary(KWOK_NODE_STAGES)}",
             f"--server-address=127.0.0.1:{sandbox.state.ports['kwok']}",
         ],
     )
+    started_at = time.monotonic()
     wait_until(
         f"{len(names)} Ready node(s) without not-ready taints",
         lambda: _ready_nodes(sandbox) == len(names),
-        60 + len(names) / 20,
+        sizing.ready_deadline_seconds(len(names)),
         kwok,
         supervisor,
-        interval=0.5,
+        interval=sizing.ready_poll_seconds(len(names)),
     )
+    report(f"  {len(names)} node(s) Ready in {time.monotonic() - started_at:.0f}s")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox.clusters import SandboxError
-from promsched.sandbox.launching import node_manifest
+from promsched.sandbox.launching import node_manifest, ready_count
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.sandbox.supervising import Supervisor, wait_until
 
@@ -75,3 +75,16 @@ def test_nodes_are_kwok_managed_with_real_looking_status() -> None:
     assert isinstance(status, dict)
     assert {"type": "InternalIP", "address": "10.1.0.5"} in status["addresses"]
     assert status["allocatable"]["pods"] == "110"
+
+
+def test_ready_nodes_are_ready_without_node_lifecycle_taints() -> None:
+    listing = (
+        "True\t\n"  # ready, untainted
+        "True\tdedicated\n"  # a profile's own taint does not count against it
+        "Unknown\tnode.kubernetes.io/unreachable\n"
+        "True\tdedicated node.kubernetes.io/not-ready\n"  # Ready again, not yet untainted
+        "False\t\n"
+        "\t\n"  # not initialised by kwok yet: no Ready condition
+    )
+    assert ready_count(listing) == 2
+    assert ready_count("") == 0
