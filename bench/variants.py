@@ -80,12 +80,18 @@ def apply_policy(sandbox: Sandbox, refresh: str) -> None:
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
 
 
-def _wait_quiet(pid: int, limit: float = 30.0, busy: float = 0.3) -> None:
+# How long a freshly started scheduler must stay quiet to count as settled: longer than promsched's
+# pause before it lists a kind again after Kopf's own initial list of it (intake's RELIST_QUIET, 1 s),
+# so that list (1000 nodes: about 0.3 s of CPU; 5000: about 1.4 s) is not measured as the run's.
+QUIET_SECONDS = 2.5
+
+
+def _wait_quiet(pid: int, limit: float = 60.0, busy: float = 0.3) -> None:
     """Wait until a freshly started scheduler has digested its initial listings: CPU use below `busy`
-    (share of one core) over two consecutive half-second windows, or `limit` seconds."""
+    (share of one core) in every half-second window for QUIET_SECONDS, or `limit` seconds."""
     deadline = time.monotonic() + limit
     quiet = 0
-    while time.monotonic() < deadline and quiet < 2:
+    while time.monotonic() < deadline and quiet < QUIET_SECONDS / 0.5:
         before = cpu_seconds(pid)
         time.sleep(0.5)
         quiet = quiet + 1 if cpu_seconds(pid) - before < busy * 0.5 else 0
