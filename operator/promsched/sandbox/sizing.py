@@ -1,10 +1,11 @@
 """How the simulated nodes' heartbeats and the wait for them scale with the number of nodes.
 
 Up to 100 nodes the sandbox runs with the values it always had. Past that, kube-controller-manager's
-grace periods grow with the node count (140 s at 1,000 nodes), and past 1,000 nodes kwok's lease duration
-too: its lease renewals (one per node every quarter of the lease duration) outrun a small machine: at 5,000 nodes and 40 s leases kwok owed
-500 writes/s and managed ~16/s on 2 cores, so leases aged past kube-controller-manager's 50 s grace
-period and it tainted nodes unreachable as fast as they became Ready.
+grace periods grow with the node count (140 s at 1,000 nodes), and past 1,000 nodes kwok's lease
+duration too: its lease renewals (one per node every quarter of the lease duration) outrun a small
+machine. At 5,000 nodes and 40 s leases kwok owed 500 writes/s and managed ~16/s on 2 cores, so leases
+aged past kube-controller-manager's 50 s grace period and it tainted nodes unreachable as fast as they
+became Ready.
 """
 
 from __future__ import annotations
