@@ -41,25 +41,21 @@ def condition(
 
 
 class LazyDecision:
-    """A decision's record, written when the status shows it: a status write shows the latest few, once
-    a second, while a burst decides many pods in between. `write` makes its wire form (the `Decision`
-    model's `to_object()`, see `decision_records`), kept once made; `estimate` (for the pod's
-    annotation) is kept at once."""
+    """A decision's record, built when the status shows it: a status write shows the latest few, once a
+    second, while a burst decides many pods in between. `estimate` (for the pod's annotation) is kept
+    at once."""
 
-    __slots__ = ("_wire", "_write", "estimate")
+    __slots__ = ("_build", "_built", "estimate")
 
-    def __init__(self, write: Callable[[], dict[str, Any]], estimate: UsageEstimate | None = None) -> None:
-        self._write = write
-        self._wire: dict[str, Any] | None = None
+    def __init__(self, build: Callable[[], Decision], estimate: UsageEstimate | None = None) -> None:
+        self._build = build
+        self._built: Decision | None = None
         self.estimate = estimate
 
-    def wire(self) -> dict[str, Any]:
-        if self._wire is None:
-            self._wire = self._write()
-        return self._wire
-
     def get(self) -> Decision:
-        return Decision.model_validate(self.wire())
+        if self._built is None:
+            self._built = self._build()
+        return self._built
 
 
 DecisionRecord = Decision | LazyDecision
@@ -67,11 +63,6 @@ DecisionRecord = Decision | LazyDecision
 
 def built(record: DecisionRecord) -> Decision:
     return record.get() if isinstance(record, LazyDecision) else record
-
-
-def wire(record: DecisionRecord) -> dict[str, Any]:
-    """The record's wire form; a LazyDecision's is made once and shared: read it, do not change it."""
-    return record.wire() if isinstance(record, LazyDecision) else record.to_object()
 
 
 @dataclass
@@ -153,10 +144,9 @@ class PolicyStatus:
         self.dirty = True
 
     def to_status(self) -> dict[str, Any]:
-        """The body of the status's merge patch: the model's dump, with the decisions' wire forms
-        (made once a record, not by dumping the model each write) where the model has them. It shares
-        those with the records: send it, do not change it."""
-        shown = list(self.recorded)[-self.history :] if self.history else []
+        # Built here, and only the ones shown.
+        recent = [built(record) for record in list(self.recorded)[-self.history :]] if self.history else []
+        recent.reverse()
         status = SchedulingPolicyStatus(
             observed_generation=self.observed_generation,
             conditions=self.conditions,
@@ -164,16 +154,12 @@ class PolicyStatus:
             unschedulable=self.unschedulable,
             unschedulable_now=len(self.failing),
             errors=self.errors,
+            last_decision=built(self.recorded[-1]) if self.recorded else None,
+            recent_decisions=recent,
             preflight=self.preflight,
             rebalance=self.rebalance,
         )
-        body: dict[str, Any] = {}
-        for key, value in status.to_object().items():
-            if key == "recentDecisions":  # lastDecision comes just before it
-                if self.recorded:  # a copy: its node may be set below
-                    body["lastDecision"] = dict(wire(self.recorded[-1]))
-                value = [wire(record) for record in reversed(shown)]
-            body[key] = value
+        body = status.to_object()
         # A merge patch keeps fields it does not mention; say explicitly which ones are now empty.
         body.setdefault("lastDecision", None)
         body.setdefault("preflight", None)

@@ -16,10 +16,13 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from promsched.api.annotations import encode_decision
 from promsched.api.fields import Mode
+from promsched.api.statuses import Decision, FilteredCount
 from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher
@@ -28,7 +31,6 @@ from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
-from promsched.scheduling.decision_records import DecisionFacts
 from promsched.scheduling.evicting import Evictor
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.statuses import ClusterEvent
@@ -50,6 +52,9 @@ STATUS_WRITE_INTERVAL = 1.0
 EVENT_REFRESH_INTERVAL = 30 * 60.0
 SHADOWED_KEPT = 10_000
 TOP_NODES = 3
+# What status.lastDecision.topNodes[].plugins holds: the policy's up to 20 plugins. Placement
+# preferences follow them and are left out of the status (not of the annotation) past that.
+PLUGINS_SHOWN = 20
 
 
 def _shown(outcome: Outcome) -> tuple[NodeResult, ...]:
@@ -404,7 +409,7 @@ class Scheduler:
         return self.namespaces is None or victim.namespace in self.namespaces
 
     def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> LazyDecision:
-        """The decision's record, written when the status shows it from what holds now."""
+        """The decision's record, built when the status shows it from what holds now."""
         policy = runtime.policy
         assert policy is not None
         estimate = runtime.memo.estimates_for(self.cache).of(entry.pod) if runtime.memo else None
@@ -412,18 +417,28 @@ class Scheduler:
             telemetry.pod_estimates.labels(runtime.name, "cpu", estimate.cpu.source.value).inc()
             telemetry.pod_estimates.labels(runtime.name, "memory", estimate.memory.source.value).inc()
         usage = estimate.to_api() if estimate is not None else None
-        facts = DecisionFacts(
-            pod=entry.pod.key,
-            node=outcome.node,
-            decided_at=time.time(),
-            latency_ms=max(0.0, (self.queue.clock() - entry.added_at) * 1000.0),
-            generation=policy.generation,
-            mode=policy.spec.mode,
-            shown=_shown(outcome),
-            filtered=outcome.filtered,
-            estimate=usage,
-        )
-        return LazyDecision(facts.wire, usage)
+        decided_at = time.time()
+        latency_ms = max(0.0, (self.queue.clock() - entry.added_at) * 1000.0)
+        generation, mode = policy.generation, policy.spec.mode
+        node, shown, filtered_by, pod = outcome.node, _shown(outcome), outcome.filtered, entry.pod.key
+
+        def build() -> Decision:
+            filtered = sorted(filtered_by.items(), key=lambda item: -item[1])[:32]
+            return Decision(
+                pod=pod,
+                node=node,
+                time=datetime.fromtimestamp(decided_at, UTC),
+                latency_ms=latency_ms,
+                generation=generation,
+                mode=mode,
+                top_nodes=[
+                    replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api() for result in shown
+                ],
+                filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
+                estimate=usage,
+            )
+
+        return LazyDecision(build, usage)
 
     def _unschedulable(
         self,

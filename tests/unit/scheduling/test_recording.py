@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from promsched.api.statuses import Decision
 from promsched.scheduling.recording import LazyDecision, PolicyStatus
 
@@ -52,16 +50,16 @@ def test_unschedulable_now_falls_when_a_failing_pod_is_placed_or_gone() -> None:
     assert (body["unschedulable"], body["unschedulableNow"]) == (2, 0)
 
 
-def test_a_lazy_decision_is_written_once_and_only_when_the_status_shows_it() -> None:
+def test_a_lazy_decision_is_built_once_and_only_when_the_status_shows_it() -> None:
     status = PolicyStatus(history=2)
     built: list[str] = []
 
     def lazy(pod: str) -> LazyDecision:
-        def write() -> dict[str, Any]:
+        def build() -> Decision:
             built.append(pod)
-            return decision(pod, "n1").to_object()
+            return decision(pod, "n1")
 
-        return LazyDecision(write)
+        return LazyDecision(build)
 
     for index in range(10):
         status.record_scheduled(f"uid-{index}", lazy(f"ns/p-{index}"))
