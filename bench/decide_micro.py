@@ -1,6 +1,6 @@
 """The scheduling cycle alone, without a cluster: `decide()` for a burst of pods on N simulated nodes.
 
-    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle] [--status]
+    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle]
 
 It builds the scheduler's cache from the same node objects the sandbox creates, a snapshot of the
 benchmark's policy from the same skewed load profiles, and then decides and assumes pods one after
@@ -15,17 +15,12 @@ parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports 
 sender that answers at once. The API server, the watch, Kopf and the status writes (once a second) are
 not in it. It also times a full garbage collection on the scheduler's heap with `--held` running pods,
 before and after `gc.freeze()`.
-
-`--status` times the once-a-second status write's body (`PolicyStatus.to_status()`) on the records of
-pods placed as `--cycle` places them: with the `decisionHistory` latest records new, as after a second
-of a burst (a record is written when a status write first shows it), and with the same ones again.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import cProfile
 import gc
 import pstats
@@ -356,49 +351,12 @@ def full_collections(nodes: int, held: int) -> tuple[float, float]:
     return before, frozen
 
 
-def status_writes(nodes: int, writes: int = 2000) -> tuple[float, float]:
-    """CPU µs of one status body at `nodes` nodes (min of 5 rounds of `writes`): with the shown records
-    new (copies of records never written), and with the same records again."""
-    loop = asyncio.new_event_loop()
-    scheduler, scheduler_name = fed_scheduler(loop, nodes)
-    status = scheduler.policies["bench"].status
-
-    async def feed() -> None:
-        for index in range(status.recorded.maxlen or 0):
-            await place(scheduler, pod_object(index, scheduler_name))
-
-    loop.run_until_complete(feed())
-    records = list(status.recorded)  # not yet written: no status body has shown them
-
-    def new_records() -> float:
-        seconds = 0.0
-        for _ in range(writes):
-            status.recorded.extend(copy.copy(record) for record in records)
-            started = time.process_time()
-            status.to_status()
-            seconds += time.process_time() - started
-        return seconds
-
-    def same_records() -> float:
-        started = time.process_time()
-        for _ in range(writes):
-            status.to_status()
-        return time.process_time() - started
-
-    new = min(new_records() for _ in range(5))
-    same = min(same_records() for _ in range(5))
-    loop.run_until_complete(scheduler.close())
-    loop.close()
-    return 1e6 * new / writes, 1e6 * same / writes
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
-    parser.add_argument("--status", action="store_true", help="measure the status write's body too")
     parser.add_argument(
         "--held",
         type=int,
@@ -416,12 +374,6 @@ def main() -> None:
         print(
             f"{args.nodes} nodes, {held} pods held: a full collection {before:.1f} ms, "
             f"{frozen:.1f} ms after gc.freeze()"
-        )
-    if args.status:
-        new, same = status_writes(args.nodes)
-        print(
-            f"{args.nodes} nodes, a status body: {new:.0f} µs with its shown decisions new, "
-            f"{same:.0f} µs with the same ones again"
         )
     if args.profile:
         run = cycle_burst(args.nodes, args.pods) if args.cycle else burst(args.nodes, args.pods)
