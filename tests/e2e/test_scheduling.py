@@ -206,6 +206,24 @@ def test_a_burst_never_overcommits_and_waiting_pods_take_freed_room(
     assert Counter(now_bound.values()) == dict.fromkeys(sandbox.node_names, 7)
 
 
+def test_a_pod_that_finishes_gives_its_room_to_a_waiting_one(sandbox: Sandbox, cluster: Cluster) -> None:
+    # Finished pods leave promsched's pod watch and lists, as kube-scheduler's informer drops them: the
+    # finish arrives as a DELETED event, which must free the room as the pod's deletion would.
+    cluster.policy([{"name": "memory", "weight": 1, "timeRange": "0s"}])
+    for index in range(len(sandbox.node_names)):
+        cluster.pod(f"job-{index}", cpu="3")  # 3900m allocatable: one a node
+    placed = eventually(
+        lambda: bound(cluster), lambda b: len(b) == len(sandbox.node_names), timeout=90, what="one a node"
+    )
+    cluster.pod("waiting", cpu="3")
+    eventually(lambda: failed_scheduling(cluster, "waiting"), bool, what="FailedScheduling")
+    finished = json.dumps({"status": {"phase": "Succeeded"}})
+    namespace = cluster.namespace
+    sandbox.kubectl("patch", "pod", "job-0", "-n", namespace, "--subresource=status", "-p", finished)
+    now_bound = eventually(lambda: bound(cluster), lambda b: "waiting" in b, timeout=90, what="room taken")
+    assert now_bound["waiting"] == placed["job-0"]
+
+
 def test_a_burst_spreads_instead_of_piling_onto_the_idlest_node(cluster: Cluster) -> None:
     # A long refresh interval: the whole burst is scored against one snapshot, the herd's worst case.
     cluster.policy([{"name": "memory", "weight": 1, "timeRange": "0s"}], refreshInterval="60s")

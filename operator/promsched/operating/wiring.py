@@ -30,6 +30,7 @@ from promsched.kube.throttling import TokenBucket
 from promsched.operating import listening, serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
+from promsched.scheduling.intake import UNFINISHED_PODS
 from promsched.scheduling.schedulers import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -165,6 +166,8 @@ def configure(settings: kopf.OperatorSettings, options: RunOptions) -> None:
     settings.scanning.disabled = True
     # Kopf lists each kind whole before watching by default; pages bound the memory that takes.
     settings.watching.chunk_size = LIST_PAGE_SIZE
+    # Finished pods are left out as the intake's own lists leave them out (see `UNFINISHED_PODS`).
+    settings.watching.field_selectors["", "v1", "pods"] = UNFINISHED_PODS
     settings.networking.request_timeout = 60
     # Kopf would post its handler logs as Kubernetes events on every pod; the scheduler posts its own.
     settings.posting.enabled = False

@@ -50,6 +50,10 @@ DRIFT_GRACE = 5.0
 # this long, rather than once per handful.
 RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
+# Pods that have finished hold nothing on their nodes: kube-scheduler's pod informer leaves them out on
+# the server's side (newPodInformer), and so do the intake's lists and Kopf's pod watch. A pod that
+# finishes leaves the watch as a DELETED event, as it leaves kube-scheduler's informer.
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 _CHANGES = {"removed": "was deleted", "added": "was missing", "updated": "was held in an older state"}
 
 
@@ -61,6 +65,7 @@ class Kind:
     path: str
     apply: Callable[[bool, Mapping[str, Any]], None]
     by_uid: bool = False  # pods: one recreated under the same name is another pod
+    field_selector: str = ""  # the objects of the kind that are listed (and watched); "": all
 
     def key(self, metadata: Mapping[str, Any]) -> str:
         if self.by_uid and metadata.get("uid"):
@@ -154,7 +159,7 @@ class Intake:
                 "/apis/storage.k8s.io/v1/csistoragecapacities",
                 storage.apply_storage_capacity,
             ),
-            Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True),
+            Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True, field_selector=UNFINISHED_PODS),
         )
         self.kinds = {kind.resource: kind for kind in kinds}
         self.versions = {kind.resource: Versions() for kind in kinds}
@@ -377,7 +382,8 @@ class Intake:
         listed: set[str] = set()
         list_version: int | None = None
         changes: list[Difference] = []
-        async for page in list_pages(self.sender, kind.path):
+        selected = {"fieldSelector": kind.field_selector} if kind.field_selector else None
+        async for page in list_pages(self.sender, kind.path, selected):
             list_version = version_of(page.get("metadata") or {})
             for obj in page.get("items") or []:
                 metadata = obj.get("metadata") or {}

@@ -23,6 +23,7 @@ from promsched.operating.wiring import (
     NoProgress,
     RunOptions,
     Runtime,
+    configure,
     freeze_when_synced,
     limit_tls_read_buffers,
     login,
@@ -65,6 +66,16 @@ async def test_startup_keeps_no_diff_base_or_progress() -> None:
         await startup(settings=settings, memo=Memo(runtime=runtime_on(listener)))
     assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
     assert isinstance(settings.persistence.progress_storage, NoProgress)
+
+
+def test_kopf_watches_and_lists_only_unfinished_pods() -> None:
+    settings = kopf.OperatorSettings()
+    configure(settings, RunOptions())
+    pods = kopf.Resource("", "v1", "pods", kind="Pod", namespaced=True)
+    nodes = kopf.Resource("", "v1", "nodes", kind="Node", namespaced=False)
+    selectors = settings.watching.field_selectors
+    assert list(selectors.collect(pods)) == ["status.phase!=Succeeded,status.phase!=Failed"]
+    assert not list(selectors.collect(nodes))
 
 
 async def test_tls_connections_get_small_read_buffers(monkeypatch: pytest.MonkeyPatch) -> None:

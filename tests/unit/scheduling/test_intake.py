@@ -328,6 +328,33 @@ async def test_a_pod_deleted_while_the_startup_list_is_read_stays_deleted(
     assert len(setup.server.paths("GET")) == len(setup.intake.kinds) + 2
 
 
+async def test_finished_pods_are_left_out_of_the_lists_as_kube_scheduler_leaves_them_out(
+    setup: Setup,
+) -> None:
+    await setup.intake.sync()
+    pod_lists = [request for request in setup.server.sent if request.path == "/api/v1/pods"]
+    node_lists = [request for request in setup.server.sent if request.path == "/api/v1/nodes"]
+    unfinished = "status.phase!=Succeeded,status.phase!=Failed"
+    assert [r.params.get("fieldSelector") for r in pod_lists] == [unfinished]
+    assert [r.params.get("fieldSelector") for r in node_lists] == [None]
+
+
+async def test_a_pod_that_finishes_leaves_the_watch_and_frees_its_room(setup: Setup) -> None:
+    setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
+    setup.serve("pods", 10, bound("job", 5, cpu="800m"))
+    await setup.intake.sync()
+    waiting = PodInfo.from_object(pod_object("waiting", cpu="500m"))
+    park(setup.queue, waiting)
+    finished = bound("job", 12, cpu="800m")
+    finished["status"]["phase"] = "Succeeded"
+    setup.intake.on_pod("DELETED", finished)  # how the filtered watch tells of it
+    assert "uid-job" not in setup.cache.counted
+    assert setup.cache.usage_of("n1").requested.milli_cpu == 0
+    assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
+    setup.intake.on_pod("MODIFIED", bound("job", 11, cpu="800m"))  # a late event from before: ignored
+    assert "uid-job" not in setup.cache.counted
+
+
 async def test_a_parked_pod_is_retried_when_a_relist_drops_the_pod_holding_its_room(setup: Setup) -> None:
     setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
     setup.serve("pods", 10, bound("holder", 5, cpu="800m"), bound("other", 6))
