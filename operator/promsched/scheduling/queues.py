@@ -150,8 +150,11 @@ class SchedulingQueue:
             wait = flush_interval
             if self._backoff:
                 wait = min(wait, max(0.0, self._backoff[0][0] - self.clock()))
+            # asyncio.timeout, not wait_for: wait_for (3.11) wraps the wait in a task of its own, two
+            # more loop turns before a pod added to an empty queue is taken, and ~9 us more CPU.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await self._wakeup.wait()
 
     def done(self, uid: str) -> None:
         """The pod is assumed onto a node; it leaves the queue (a failed bind re-adds it)."""
