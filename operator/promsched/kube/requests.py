@@ -105,6 +105,17 @@ def list_objects(
     return Request("GET", path, params=query)
 
 
+def watch_objects(
+    path: str, resource_version: str, params: Mapping[str, str], timeout_seconds: int
+) -> Request:
+    """A watch of `path` from `resource_version` ("": the current state first, as ADDED events), with
+    bookmarks, which the API server ends after `timeout_seconds`, as client-go's reflector asks."""
+    query = {**params, "watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
+    if resource_version:
+        query["resourceVersion"] = resource_version
+    return Request("GET", path, params=query)
+
+
 def get_secret(namespace: str, name: str) -> Request:
     return Request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
 

@@ -216,6 +216,31 @@ class KubeClient:
                 )
                 await self._sleep(error.retry_after)
 
+    async def watch(
+        self, request: Request, inactivity_timeout: float
+    ) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        """A watch's events, (type, object), until the API server ends the stream. An ERROR event raises
+        its Status as an ApiError (410: the resourceVersion is too old to resume from); a stream silent
+        for `inactivity_timeout` seconds (bookmarks come every minute or so) raises TimeoutError."""
+        if self._session is None:
+            raise RuntimeError("KubeClient used outside `async with`")
+        if self.limiter is not None:
+            await self.limiter.take(request.priority)
+        timeout = aiohttp.ClientTimeout(sock_connect=self._timeout.total, sock_read=inactivity_timeout)
+        async with self._session.request(
+            request.method, request.path, headers=_ACCEPT, params=request.params or None, timeout=timeout
+        ) as response:
+            if response.status >= 300:
+                text = await response.text()
+                raise ApiError.from_response(request, response.status, text, None)
+            async for line in _lines(response.content):
+                event = json.loads(line)
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":
+                    status = int(obj.get("code") or 500)
+                    raise ApiError(request, status, str(obj.get("reason", "")), str(obj.get("message", "")))
+                yield kind, obj
+
     async def _send_once(self, request: Request) -> Any:
         if self._session is None:
             raise RuntimeError("KubeClient used outside `async with`")
@@ -238,6 +263,19 @@ class KubeClient:
                 delay = retry_delay(response.status, response.headers)
                 raise ApiError.from_response(request, response.status, text, delay)
             return json.loads(text) if text else None
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The stream's non-empty lines, however long: aiohttp's own readline refuses lines over 128 KiB,
+    and one object's JSON may be longer."""
+    pending = b""
+    async for chunk in content.iter_any():
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
 
 
 class SupportsSend(Protocol):

@@ -1,6 +1,7 @@
 """The intake: what the scheduler knows of the cluster, from Kopf's watch events and from lists of its own.
 
-Kopf watches every kind and hands each event to `on_node`, `on_pod` and the like. Events alone cannot
+Kopf watches every kind and hands each event to `on_node`, `on_pod` and the like; pods bound to nodes
+come from a watch of the intake's own when it has a `watcher` (`bound_pods`). Events alone cannot
 keep the cache true: when a watch's resourceVersion has expired (410 Gone, after an API server restart
 or a long partition), Kopf lists again and replays the objects that still exist, as events of type
 None, and nothing tells of those deleted in between. So the intake lists each kind itself, as an
@@ -31,6 +32,7 @@ import aiohttp
 
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
+from promsched.scheduling.bound_pods import UNFINISHED_PODS, BoundPods, SupportsWatch
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
@@ -50,10 +52,6 @@ DRIFT_GRACE = 5.0
 # this long, rather than once per handful.
 RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
-# Pods that have finished hold nothing on their nodes: kube-scheduler's pod informer leaves them out on
-# the server's side (newPodInformer), and so do the intake's lists and Kopf's pod watch. A pod that
-# finishes leaves the watch as a DELETED event, as it leaves kube-scheduler's informer.
-UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 _CHANGES = {"removed": "was deleted", "added": "was missing", "updated": "was held in an older state"}
 
 
@@ -128,6 +126,8 @@ class Intake:
         relist_quiet: float = RELIST_QUIET,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        watcher: SupportsWatch | None = None,
+        watch_inactivity_timeout: float = 70.0,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -168,6 +168,18 @@ class Intake:
         self._again: set[str] = set()  # kinds to list once more when their current list ends
         self._asked: dict[str, float] = {}  # kind -> when a list of it was last asked for
         self._unexplained: dict[tuple[str, str], Difference] = {}
+        # With a watcher, bound pods come from a watch of the intake's own and Kopf's has only the others
+        # (see `bound_pods`); without, Kopf's watch has them all.
+        self.bound_pods = None
+        if watcher is not None:
+            pods = self.kinds["pods"]
+            self.bound_pods = BoundPods(
+                watcher,
+                self.on_bound_pod,
+                lambda: self.relist(pods),
+                inactivity_timeout=watch_inactivity_timeout,
+                sleep=sleep,
+            )
 
     # ----- watch events ---------------------------------------------------------------------------
     # `event_type` None: the object comes from Kopf's own listing (at start-up, or after 410 Gone).
@@ -176,7 +188,27 @@ class Intake:
         self._on_event(self.kinds["nodes"], event_type, obj)
 
     def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        if event_type == "DELETED" and self.bound_pods is not None:
+            self._left_unbound_pods(obj)
+        else:
+            self._on_event(self.kinds["pods"], event_type, obj)
+
+    def on_bound_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["pods"], event_type, obj)
+
+    def _left_unbound_pods(self, obj: Mapping[str, Any]) -> None:
+        """Kopf's watch of unbound pods says DELETED when a pod is deleted and when it is bound alike: the
+        API server sends the pod's last unbound state, at the change's resourceVersion. The pod waits no
+        more either way; whether it is on a node is the watch of bound pods' to say, so its state at that
+        version is still admitted, and only older ones are refused."""
+        metadata = obj.get("metadata") or {}
+        uid = str(metadata.get("uid", ""))
+        self.pending.pop(uid, None)
+        self.cache.unnominate(uid)
+        self.queue.remove(uid)
+        version = version_of(metadata)
+        if version is not None:
+            self.versions["pods"].left(uid, version)
 
     def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         self._on_event(self.kinds["namespaces"], event_type, obj)
@@ -305,6 +337,8 @@ class Intake:
     async def start(self) -> None:
         """List every kind, then list them again every `resync_interval` seconds."""
         await self.sync()
+        if self.bound_pods is not None:
+            self.spawn(self.bound_pods.follow(str(self.versions["pods"].listed_at)))
         if self.resync_interval > 0:
             self.spawn(self._resync_periodically())
 

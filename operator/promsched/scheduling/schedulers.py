@@ -29,6 +29,7 @@ from promsched.metrics.refreshing import Refresher
 from promsched.metrics.scoring import NodeResult
 from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
+from promsched.scheduling.bound_pods import SupportsWatch
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.evicting import Evictor
@@ -84,6 +85,8 @@ class Scheduler:
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
         rebalance_evictions: bool = True,
         bind_timeout: float = BIND_TIMEOUT_SECONDS,
+        watcher: SupportsWatch | None = None,
+        watch_inactivity_timeout: float = 70.0,
     ) -> None:
         self.sender = sender
         self.namespaces = namespaces  # None: pods of every namespace are scheduled
@@ -113,6 +116,8 @@ class Scheduler:
             refuse=self._refuse_malformed,
             spawn=self._spawn,
             resync_interval=resync_interval,
+            watcher=watcher,
+            watch_inactivity_timeout=watch_inactivity_timeout,
         )
         self.binder = Binder(
             sender,

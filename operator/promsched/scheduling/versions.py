@@ -66,6 +66,13 @@ class Versions:
         self._record(key, version, namespace, name, deleted=deleted)
         return True
 
+    def left(self, key: str, version: int) -> None:
+        """The object left a filtered watch at `version`, which does not say for where: its states older
+        than that are refused from now on, and the one at `version` (seen on another watch) is not."""
+        held = self.held.get(key)
+        if held is None or held.version < version:
+            self._record(key, version - 1, "", "", deleted=True)
+
     def take_listed(self, key: str, version: int | None, namespace: str, name: str) -> str:
         """Record a state read from a list, if it changes what is held: "added" (the object was missing)
         or "updated" (an older state was held); "" when it changes nothing, and is not to be applied."""

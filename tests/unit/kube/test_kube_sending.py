@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,13 @@ from pytest_aiohttp import AiohttpServer
 
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials, FixedToken
-from promsched.kube.requests import STRATEGIC_MERGE_PATCH, Request, bind_pod, patch_nominated_node
+from promsched.kube.requests import (
+    STRATEGIC_MERGE_PATCH,
+    Request,
+    bind_pod,
+    patch_nominated_node,
+    watch_objects,
+)
 from promsched.kube.sending import (
     MAX_RETRIES,
     MAX_RETRY_AFTER,
@@ -337,3 +344,65 @@ async def test_retries_are_bounded_and_waits_capped_and_the_error_carries_the_st
 )
 def test_retry_after_is_read_as_client_go_reads_it(status: int, header: str, delay: float | None) -> None:
     assert retry_delay(status, {"Retry-After": header}) == delay
+
+
+async def test_a_watch_streams_its_events_however_long_and_raises_its_error_status(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    big = {"metadata": {"name": "big", "resourceVersion": "3"}, "data": "x" * 300_000}  # over 128 KiB
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        seen.append(request.query_string)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for event in (
+            {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "2"}}},
+            {"type": "MODIFIED", "object": big},
+            {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}},
+        ):
+            text = json.dumps(event) + "\n"
+            for start in range(0, len(text), 50_000):  # in pieces, as a network delivers it
+                await response.write(text[start : start + 50_000].encode())
+        return response
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", handle)
+    server = await aiohttp_server(app)
+    credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
+    events: list[tuple[str, str]] = []
+
+    async def read(client: KubeClient) -> None:
+        request = watch_objects("/api/v1/pods", "1", {"fieldSelector": "spec.nodeName!="}, 450)
+        async for kind, obj in client.watch(request, inactivity_timeout=30):
+            events.append((kind, obj["metadata"]["name"]))
+
+    async with KubeClient(credentials) as client:
+        with pytest.raises(ApiError) as raised:
+            await read(client)
+    assert events == [("ADDED", "a"), ("MODIFIED", "big")]
+    assert (raised.value.status, raised.value.reason) == (410, "Expired")
+    assert "watch=1" in seen[0]
+    assert "resourceVersion=1" in seen[0]
+    assert "allowWatchBookmarks=true" in seen[0]
+    assert "timeoutSeconds=450" in seen[0]
+
+
+async def test_a_watch_refused_is_an_error_with_the_apis_status(aiohttp_server: AiohttpServer) -> None:
+    async def handle(request: web.Request) -> web.Response:
+        status = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "no watch for you"}
+        return web.json_response(status, status=403)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", handle)
+    server = await aiohttp_server(app)
+    credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
+
+    async def read(client: KubeClient) -> None:
+        async for _ in client.watch(watch_objects("/api/v1/pods", "", {}, 450), inactivity_timeout=30):
+            pass
+
+    async with KubeClient(credentials) as client:
+        with pytest.raises(ApiError) as raised:
+            await read(client)
+    assert (raised.value.status, raised.value.reason) == (403, "Forbidden")

@@ -68,13 +68,14 @@ async def test_startup_keeps_no_diff_base_or_progress() -> None:
     assert isinstance(settings.persistence.progress_storage, NoProgress)
 
 
-def test_kopf_watches_and_lists_only_unfinished_pods() -> None:
+def test_kopf_watches_and_lists_only_unbound_unfinished_pods() -> None:
     settings = kopf.OperatorSettings()
     configure(settings, RunOptions())
     pods = kopf.Resource("", "v1", "pods", kind="Pod", namespaced=True)
     nodes = kopf.Resource("", "v1", "nodes", kind="Node", namespaced=False)
     selectors = settings.watching.field_selectors
-    assert list(selectors.collect(pods)) == ["status.phase!=Succeeded,status.phase!=Failed"]
+    unbound = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
+    assert list(selectors.collect(pods)) == [unbound]
     assert not list(selectors.collect(nodes))
 
 

@@ -32,6 +32,7 @@ from support.objects import (
 )
 from support.polling import eventually_async
 from support.volume_objects import csi_driver, storage_capacity
+from support.watchers import ScriptedWatcher
 
 RESYNC = 300.0
 GRACE = 5.0
@@ -353,6 +354,58 @@ async def test_a_pod_that_finishes_leaves_the_watch_and_frees_its_room(setup: Se
     assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
     setup.intake.on_pod("MODIFIED", bound("job", 11, cpu="800m"))  # a late event from before: ignored
     assert "uid-job" not in setup.cache.counted
+
+
+async def test_bound_pods_are_followed_from_the_first_pod_lists_version() -> None:
+    watcher = ScriptedWatcher()
+    setup = build(watcher=watcher)
+    try:
+        setup.serve("pods", 12, bound("running", 11))
+        await setup.intake.start()
+        await eventually_async(lambda: watcher.versions() == ["12"], what="the watch of bound pods")
+        setup.intake.on_bound_pod("DELETED", bound("running", 13))
+        assert "uid-running" not in setup.cache.counted
+    finally:
+        setup.background.stop()
+
+
+async def test_a_pod_leaving_kopfs_watch_of_unbound_pods_is_counted_by_the_watch_of_bound_ones() -> None:
+    setup = build(watcher=ScriptedWatcher())
+    setup.serve("nodes", 10, node_object("n1", version="2"))
+    setup.serve("pods", 10)
+    await setup.intake.sync()
+    # Bound by another scheduler: Kopf's watch says DELETED with the pod's last unbound state, before
+    # or after the watch of bound pods has it at that version.
+    setup.intake.on_pod("ADDED", pod_object("web", version="11"))
+    assert "uid-web" in setup.intake.pending
+    setup.intake.on_pod("DELETED", pod_object("web", version="13"))
+    assert "uid-web" not in setup.intake.pending
+    assert "uid-web" not in setup.queue.entries
+    setup.intake.on_bound_pod("ADDED", bound("web", 13))
+    setup.intake.on_pod("ADDED", pod_object("db", version="21"))
+    setup.intake.on_bound_pod("ADDED", bound("db", 22))
+    setup.intake.on_pod("DELETED", pod_object("db", version="22"))
+    assert setup.cache.usage_of("n1").pods == 2
+    # Assumed here, then bound: counted throughout.
+    setup.intake.on_pod("ADDED", pod_object("api", version="31"))
+    setup.cache.assume(setup.intake.pending["uid-api"], "n1")
+    setup.intake.on_pod("DELETED", pod_object("api", version="32"))
+    assert setup.cache.usage_of("n1").pods == 3
+    setup.intake.on_pod("MODIFIED", pod_object("api", version="31"))  # a late older state: refused
+    assert "uid-api" not in setup.intake.pending
+    setup.intake.on_bound_pod("ADDED", bound("api", 32))
+    assert "uid-api" not in setup.cache.assumed
+    # Deleted while waiting: gone, and a list does not find it missing (no drift).
+    setup.intake.on_pod("ADDED", pod_object("gone", version="41"))
+    setup.intake.on_pod("DELETED", pod_object("gone", version="42"))
+    assert "uid-gone" not in setup.intake.pending
+    assert "uid-gone" not in setup.intake.versions["pods"].held
+    # Without a watch of bound pods, Kopf's DELETED is the pod's deletion.
+    plain = build()
+    plain.intake.on_node("ADDED", node_object("n1", version="2"))
+    plain.intake.on_pod("ADDED", bound("web", 13))
+    plain.intake.on_pod("DELETED", bound("web", 14))
+    assert "uid-web" not in plain.cache.counted
 
 
 async def test_a_parked_pod_is_retried_when_a_relist_drops_the_pod_holding_its_room(setup: Setup) -> None:
