@@ -50,9 +50,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def operator(sandbox: Sandbox) -> Iterator[Operator]:
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd_yaml())
-    sandbox.kubectl(
-        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
-    )
+    sandbox.wait_established("schedulingpolicies.promsched.io")
     running = Operator(sandbox).start()
     try:
         yield running

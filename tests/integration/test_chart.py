@@ -100,7 +100,7 @@ class Namespaces:
 def crd(sandbox: Sandbox) -> None:
     """The chart's CRD, applied as `helm install` would and left in place (helm keeps CRDs by design)."""
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-    sandbox.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    sandbox.wait_established(CRD_NAME)
 
 
 @pytest.fixture(scope="module")

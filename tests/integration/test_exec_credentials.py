@@ -89,9 +89,7 @@ def operator(sandbox: Sandbox, access: ExecAccess) -> Iterator[Operator]:
     """Overrides conftest's: `promsched run --context exec` on the combined kubeconfig, no admin
     certificate, so both its own requests and Kopf's watches authenticate with the plugin's token."""
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd_yaml())
-    sandbox.kubectl(
-        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
-    )
+    sandbox.wait_established("schedulingpolicies.promsched.io")
     running = Operator(
         sandbox, name="promsched-exec", extra=("--kubeconfig", str(access.combined), "--context", "exec")
     ).start()

@@ -52,7 +52,7 @@ def api(sandbox: Sandbox) -> Sandbox:
     """The sandbox with the SchedulingPolicy CRD applied and served. The CRD is left in place: other
     modules' policies may still need it."""
     sandbox.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / CRD_FILE))
-    sandbox.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    sandbox.wait_established(CRD_NAME)
     _eventually(
         lambda: sandbox.kubectl("get", "schedulingpolicies", check=False).returncode == 0,
         "kubectl get schedulingpolicies to work",

@@ -88,9 +88,7 @@ def peak_rss_mb(pid: int) -> float:
 def test_ten_thousand_pending_pods_on_a_thousand_nodes_are_all_placed(large_sandbox: Sandbox) -> None:
     sandbox = large_sandbox
     sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
-    sandbox.kubectl(
-        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
-    )
+    sandbox.wait_established("schedulingpolicies.promsched.io")
     namespace, scheduler_name = "load", "promsched-load"
     sandbox.kubectl("create", "namespace", namespace)
     policy = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -89,6 +90,21 @@ class Sandbox:
                 f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
             )
         return result
+
+    def wait_established(self, crd: str, timeout: float = 60.0) -> None:
+        """Wait until the CustomResourceDefinition `crd` is Established. `kubectl wait --for=condition=`
+        fails at once instead of waiting when the object has no status.conditions yet ("accessor error:
+        <nil>"), as a CRD applied a moment ago may not, so the condition is read until it holds."""
+        established = '{.status.conditions[?(@.type=="Established")].status}'
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.kubectl("get", "crd", crd, "-o", f"jsonpath={established}", check=False)
+            if result.returncode == 0 and result.stdout.strip() == "True":
+                return
+            if time.monotonic() > deadline:
+                seen = result.stderr.strip() or result.stdout.strip() or "no Established condition"
+                raise SandboxError(f"CRD {crd} not Established after {timeout:.0f}s: {seen}")
+            time.sleep(0.2)
 
     def profiles(self) -> dict[str, dict[str, float]]:
         with urllib.request.urlopen(f"{self.state.exporter_url}/profiles", timeout=10) as response:

@@ -45,9 +45,7 @@ def _apply(sandbox: Sandbox, document: Mapping[str, Any]) -> None:
 
 def install_crd(sandbox: Sandbox) -> None:
     sandbox.kubectl("apply", "--server-side", "-f", "-", input=render_crd_yaml())
-    sandbox.kubectl(
-        "wait", "--for=condition=Established", "crd/schedulingpolicies.promsched.io", "--timeout=60s"
-    )
+    sandbox.wait_established("schedulingpolicies.promsched.io")
 
 
 def demo_policy(
