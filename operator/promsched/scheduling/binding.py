@@ -25,6 +25,7 @@ from promsched.kube.sending import ApiError, SupportsSend
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.eventing import EventRecorder, PodRef
+from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS, VolumeBinder, VolumeBindingFailed
@@ -108,7 +109,7 @@ class Binder:
         # network, but events run in between).
         target = self.cache.nodes.get(node)
         if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
-            self.cache.forget(pod.uid)
+            self._unreserve(pod)
             self._failed(entry, runtime, f"node {node} was deleted or cordoned before binding")
             return
         started = time.perf_counter()
@@ -118,7 +119,7 @@ class Binder:
             )
         except ApiError as error:
             telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self.cache.forget(pod.uid)
+            self._unreserve(pod)
             if error.status in (404, 409):
                 # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
                 logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
@@ -127,7 +128,7 @@ class Binder:
             return
         except (aiohttp.ClientError, TimeoutError) as error:
             telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self.cache.forget(pod.uid)
+            self._unreserve(pod)
             self._failed(entry, runtime, f"Binding failed: {error}")
             return
         telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
@@ -152,13 +153,19 @@ class Binder:
         try:
             await self.volumes.bind(node, volumes, lambda: pod.uid in self.pending)
         except VolumeBindingFailed as failure:
-            self.cache.forget(pod.uid)
+            self._unreserve(pod)
             if pod.uid in self.pending:
                 # As kube reports an error of the binding cycle: the pod is retried after its backoff.
                 self.report_unschedulable(pod, failure.message, runtime.scheduler_name, "SchedulerError")
                 self._failed(entry, runtime, failure.message)
             return
         self.bind(entry, runtime, decision, node, annotation)
+
+    def _unreserve(self, pod: PodInfo) -> None:
+        """A binding cycle failed: the room assumed for `pod` is given back, and the pods parked for
+        want of room get another try, as kube-scheduler moves them (AssignedPodDelete) after one."""
+        self.cache.forget(pod.uid)
+        self.queue.move_all_to_active("binding failed", ClusterEvent.ASSIGNED_POD_DELETED)
 
     def _failed(self, entry: QueuedPod, runtime: PolicyRuntime, message: str) -> None:
         logger.warning("%s: %s", entry.pod.key, message)

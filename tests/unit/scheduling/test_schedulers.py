@@ -141,6 +141,20 @@ async def test_a_conflicting_binding_is_dropped_and_forgotten(
     assert len(scheduler.queue) == 0
 
 
+@pytest.mark.parametrize("status", [404, 500])
+async def test_a_failed_binding_gives_its_room_to_pods_parked_for_it(
+    scheduler: Scheduler, sender: FakeSender, status: int
+) -> None:
+    scheduler.on_pod("ADDED", pod_object("huge", cpu="64"))
+    await cycle(scheduler)
+    assert scheduler.queue.entries["uid-huge"].where is Where.UNSCHEDULABLE
+    sender.fail["/binding"] = status
+    scheduler.on_pod("ADDED", pod_object("web"))
+    await cycle(scheduler)
+    # As kube-scheduler after a failed binding cycle (AssignedPodDelete): the parked pod is tried again.
+    assert scheduler.queue.entries["uid-huge"].where is not Where.UNSCHEDULABLE
+
+
 async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, sender: FakeSender) -> None:
     sender.fail["/binding"] = 500
     scheduler.on_pod("ADDED", pod_object("web"))
