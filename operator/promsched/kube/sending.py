@@ -233,7 +233,7 @@ class KubeClient:
             if response.status >= 300:
                 text = await response.text()
                 raise ApiError.from_response(request, response.status, text, None)
-            async for line in _lines(response.content):
+            async for line in stream_lines(response.content):
                 event = json.loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
@@ -265,9 +265,9 @@ class KubeClient:
             return json.loads(text) if text else None
 
 
-async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """The stream's non-empty lines, however long: aiohttp's own readline refuses lines over 128 KiB,
-    and one object's JSON may be longer."""
+async def stream_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """A watch stream's non-empty lines (one JSON event each), however long: aiohttp's own readline
+    refuses lines over 128 KiB, and one object's JSON may be longer."""
     pending = b""
     async for chunk in content.iter_any():
         *lines, pending = (pending + chunk).split(b"\n")

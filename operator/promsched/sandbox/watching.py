@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import aiohttp
 
 from promsched.kube.credentials import Credentials
-from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, open_session
+from promsched.kube.requests import Request, watch_objects
+from promsched.kube.sending import ApiError, open_session, stream_lines
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +66,7 @@ async def relist(source: PodSource, sink: PodSink) -> str:
 
 async def watch_once(source: PodSource, sink: PodSink, resource_version: str) -> str:
     """Apply one watch's events to `sink` until it ends; returns the last resourceVersion seen."""
-    params = {
-        **SELECTOR,
-        "watch": "1",
-        "resourceVersion": resource_version,
-        "allowWatchBookmarks": "true",
-        "timeoutSeconds": str(WATCH_SECONDS),
-    }
+    params = watch_objects(PODS_PATH, resource_version, SELECTOR, WATCH_SECONDS).params
     async for event in source.watch(params):
         kind, pod = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
@@ -137,11 +131,5 @@ class ApiPodSource:
             if response.status >= 300:
                 text = await response.text()
                 raise ApiError.from_response(Request("GET", PODS_PATH, params=params), response.status, text)
-            # One JSON event per line; a line (a pod) may be longer than aiohttp's readline limit.
-            pending = b""
-            async for chunk in response.content.iter_any():
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
+            async for line in stream_lines(response.content):
+                yield json.loads(line)

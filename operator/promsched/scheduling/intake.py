@@ -63,7 +63,7 @@ class Kind:
     path: str
     apply: Callable[[bool, Mapping[str, Any]], None]
     by_uid: bool = False  # pods: one recreated under the same name is another pod
-    field_selector: str = ""  # the objects of the kind that are listed (and watched); "": all
+    field_selector: str = ""  # the objects of the kind that are listed; "": all
 
     def key(self, metadata: Mapping[str, Any]) -> str:
         if self.by_uid and metadata.get("uid"):
