@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from promsched.metrics.identifying import NodeDirectory
+from promsched.scheduling.change_feeds import ChangeFeed
 from promsched.scheduling.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
@@ -55,10 +56,10 @@ class ClusterCache:
     counted: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     assumed: set[str] = field(default_factory=set)
     placements: dict[str, deque[Placement]] = field(default_factory=dict)  # per node, oldest first
-    # node -> a number that changes whenever its placements do, so what is derived from them can be kept:
-    # the count of placement changes so far, at its latest. Ordered by it (`placements_changed_since`).
-    placement_versions: dict[str, int] = field(default_factory=dict)
-    placement_changes: int = 0
+    # The nodes whose placements changed, so what is derived from them (the herd load) can be kept.
+    placement_changes: ChangeFeed = field(default_factory=ChangeFeed)
+    # The nodes whose object or counted pods changed: what the filters read of them.
+    node_changes: ChangeFeed = field(default_factory=ChangeFeed)
     placement_memory: float = PLACEMENT_MEMORY_SECONDS
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
@@ -117,18 +118,21 @@ class ClusterCache:
         """Store the node; True when something that matters to scheduling changed (not a heartbeat)."""
         previous = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        self.node_changes.mark(node.name)
         return previous is None or replace(previous, resource_version=node.resource_version) != node
 
     def remove_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
+        if self.nodes.pop(name, None) is not None:
+            self.node_changes.mark(name)
         if self.placements.pop(name, None):
-            self._placements_changed(name)
+            self.placement_changes.mark(name)
         # Its pods stay counted under its name: they are deleted by the garbage collector, not by us.
 
     def _count(self, node: str, pod: PodInfo) -> None:
         uid = pod.uid
         self.counted[uid] = (node, pod)
         self.usage_of(node).add(pod)
+        self.node_changes.mark(node)
         self.node_pods.setdefault(node, {})[uid] = pod
         for key, value in pod.labels.items():
             self.label_index.setdefault(key, {}).setdefault(value, set()).add(uid)
@@ -147,6 +151,7 @@ class ClusterCache:
             return None
         node, pod = entry
         self.usage_of(node).remove(pod)
+        self.node_changes.mark(node)
         self.assumed.discard(uid)
         on_node = self.node_pods.get(node)
         if on_node is not None:
@@ -374,7 +379,7 @@ class ClusterCache:
                 self.placements[node] = kept
             else:
                 del self.placements[node]
-            self._placements_changed(node)
+            self.placement_changes.mark(node)
         return True
 
     def assume(self, pod: PodInfo, node: str) -> None:
@@ -404,7 +409,7 @@ class ClusterCache:
             placements.insert(position, placement)
         if not placements:
             del self.placements[node]
-        self._placements_changed(node)
+        self.placement_changes.mark(node)
 
     def _replace_placed(self, node: str, held: PodInfo, pod: PodInfo) -> None:
         """The pod's placement holds its latest state, not the one it was placed in (a pod placed holds
@@ -416,20 +421,8 @@ class ClusterCache:
             if placement.uid == pod.uid:
                 placements[position] = Placement(placement.at, placement.uid, pod)
                 if _estimated_from(held) != _estimated_from(pod):
-                    self._placements_changed(node)
+                    self.placement_changes.mark(node)
                 return
-
-    def _placements_changed(self, node: str) -> None:
-        self.placement_changes += 1
-        self.placement_versions.pop(node, None)  # to the end: the dict stays in version order
-        self.placement_versions[node] = self.placement_changes
-
-    def placements_changed_since(self, version: int) -> Iterator[str]:
-        """The nodes whose placements changed after `placement_changes` was `version`, latest first."""
-        for node, changed in reversed(self.placement_versions.items()):
-            if changed <= version:
-                return
-            yield node
 
     def placements_after(self, node: str, since: float) -> Iterator[Placement]:
         """The node's placements later than `since`, newest first."""

@@ -22,6 +22,7 @@ from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
 from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.boards import Boards, Search
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
 from promsched.scheduling.filters import (
@@ -35,8 +36,15 @@ from promsched.scheduling.filters import (
     summarize_rejection,
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.filters.node_verdicts import NodeVerdicts, node_only_prefix, usage_totals_only
+from promsched.scheduling.filters.node_verdicts import (
+    NodeVerdicts,
+    node_only_prefix,
+    pod_key,
+    requests_key,
+    usage_totals_only,
+)
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
+from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import Preemption, nominated_node, preempt
@@ -158,14 +166,16 @@ class DecisionMemo:
     snapshot: Snapshot
     scores: ScoreMemo = field(default_factory=ScoreMemo)
     herd_windows: tuple[HerdWindow, ...] | None = None
-    # node -> the load to add per plugin, for the nodes with some, as of the cache's `placement_changes`
-    # at `herd_version`
+    # node -> the load to add per plugin, for the nodes with some, as of the cache's placement and node
+    # change counts `herd_version` (a load is a share of the node's allocatable)
     herd: dict[str, dict[str, float]] = field(default_factory=dict)
-    herd_version: int = 0
+    herd_version: tuple[int, int] = (0, 0)
     estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
     thresholds: Thresholds | None = None  # the cpu and memory thresholds, against incoming pods
     # The node-only filters' verdicts per node, kept until the node changes (snapshots change nothing).
     verdicts: NodeVerdicts = field(default_factory=NodeVerdicts)
+    # Every node's outcome for pods alike, where nothing but the node and its usage totals decides.
+    boards: Boards = field(default_factory=Boards)
 
     def estimates_for(self, cache: ClusterCache) -> Estimates:
         if self.estimates is None:
@@ -186,17 +196,20 @@ def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str
     snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
     when the metrics were read; nodes with none are left out.
 
-    Per snapshot it is worked out once per node, and again for the nodes whose placements changed
-    since, so a pod's cycle costs what the placements since the previous one changed.
+    Per snapshot it is worked out once per node, and again for the nodes whose placements or object
+    changed since, so a pod's cycle costs what changed since the previous one.
     """
     windows = memo.herd_windows
     if windows is None:
         windows = memo.herd_windows = herd_windows(memo.snapshot)
-    if not windows or memo.herd_version == cache.placement_changes:
+    version = (cache.placement_changes.count, cache.node_changes.count)
+    if not windows or memo.herd_version == version:
         return memo.herd
     known = memo.herd
     horizon = min(window.horizon for window in windows)
-    for node in cache.placements_changed_since(memo.herd_version):
+    changed = set(cache.placement_changes.since(memo.herd_version[0]))
+    changed.update(cache.node_changes.since(memo.herd_version[1]))
+    for node in changed:
         placements = cache.placements.get(node)
         load = None
         if placements and placements[-1].at > horizon:
@@ -205,7 +218,7 @@ def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str
             known[node] = load
         else:
             known.pop(node, None)
-    memo.herd_version = cache.placement_changes
+    memo.herd_version = version
     return known
 
 
@@ -232,13 +245,21 @@ def prepare_checks(
 
 
 def with_preferences(
-    pod: PodInfo, cache: ClusterCache, ranked: list[NodeResult], scorers: tuple[Scorer, ...], weight: int
+    pod: PodInfo,
+    cache: ClusterCache,
+    ranked: list[NodeResult],
+    scorers: tuple[Scorer, ...],
+    weight: int,
+    nodes: list[NodeInfo] | None = None,
 ) -> list[NodeResult]:
     """`ranked` with each total blended with the pod's preference score, and the preference plugins'
-    parts listed after the metric plugins; unchanged when no preference tells the nodes apart."""
+    parts listed after the metric plugins; unchanged when no preference tells the nodes apart.
+    `nodes`: the ranked nodes' objects, when the caller has them."""
     if not weight or not scorers:
         return ranked
-    preferences = score_preferences(pod, cache, [cache.nodes[result.node] for result in ranked], scorers)
+    if nodes is None:
+        nodes = [cache.nodes[result.node] for result in ranked]
+    preferences = score_preferences(pod, cache, nodes, scorers)
     if preferences is None:
         return ranked
     return [
@@ -313,27 +334,82 @@ def decide(
     chosen_before = _nominated_node_fit(pod, cache, memo, filters, checks)
     if chosen_before is not None:
         return Outcome(chosen_before.node, (chosen_before,), {}, total_nodes, next_start=start)
-    filtered: Counter[str] = Counter()
-    failed: list[tuple[str, Status]] = []
-    # A node added to the cluster may fit any pod: kube's plugins all register NodeAdd.
-    lifted_by = ClusterEvent.NODE_ADDED
-    ranked: list[NodeResult] = []
     # The pod's own estimated load counts against the cpu and memory thresholds.
     incoming = memo.incoming_load(pod, cache)
-    names = list(cache.nodes)
     wanted = feasible_nodes_to_find(total_nodes)
     # Start where the previous pod's search stopped, so every node gets its turn (as kube does).
     start = start % total_nodes if total_nodes else 0
+    split = node_only_prefix(filters)
+    whole = not cache.nominated and usage_totals_only(filters[split:])
+    search = None
+    if whole and not checks and total_nodes:
+        # Nothing but the node and its usage totals decides: the memo's board has every node's outcome.
+        key = (filters, pod_key(pod), requests_key(pod), incoming.amounts if incoming is not None else None)
+        herd = herd_loads(cache, memo)
+        board = memo.boards.board(key, pod, cache, snapshot, memo.scores, herd, filters, incoming)
+        search = board.search(start, wanted)
+    failed: list[tuple[str, Status]] = []
+    if search is None or not search.ranked:  # preemption, when nothing fits, reads each node's status
+        search, failed = _walk(pod, cache, memo, filters, checks, incoming, start, wanted, whole)
+    ranked, filtered = search.ranked, search.filtered
+    # A node added to the cluster may fit any pod: kube's plugins all register NodeAdd.
+    lifted_by = search.lifted_by | ClusterEvent.NODE_ADDED
+    next_start = (start + search.searched) % total_nodes if total_nodes else 0
+    if not ranked:
+        message = summarize_failures(total_nodes, filtered)
+        preemption = Preemption()
+        if total_nodes:
+            preemption = preempt(
+                pod,
+                cache,
+                snapshot,
+                failed,
+                filters,
+                checks,
+                scores=memo.scores,
+                rng=rng,
+                evictable=evictable,
+            )
+        message += preemption.note()
+        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
+    ranked = with_preferences(pod, cache, ranked, scorers, preference_weight, search.nodes)
+    ranked.sort(key=_total, reverse=True)
+    best = ranked[0].total
+    ties = list(itertools.takewhile(lambda r: best - r.total <= TIE_EPSILON, ranked))  # ranked: best first
+    chosen = (rng or random).choice(ties)
+    return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes, next_start=next_start)
+
+
+def _walk(
+    pod: PodInfo,
+    cache: ClusterCache,
+    memo: DecisionMemo,
+    filters: tuple[Filter, ...],
+    checks: list[NodeCheck],
+    incoming: IncomingLoad | None,
+    start: int,
+    wanted: int,
+    whole: bool,
+) -> tuple[Search, list[tuple[str, Status]]]:
+    """The nodes from `start` through filters and scores, node by node (with each rejected node's
+    status), until `wanted` feasible ones are found, or all. `whole`: every filter reads the nodes'
+    usage totals alone and no pod is nominated."""
+    filtered: Counter[str] = Counter()
+    failed: list[tuple[str, Status]] = []
+    lifted_by = ClusterEvent.NONE
+    ranked: list[NodeResult] = []
+    names = list(cache.nodes)
+    total_nodes = len(names)
     order = names[start:] + names[:start]
     position = 0
     # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
     nodes, usages, usage_of, any_nominated = cache.nodes, cache.usage, cache.usage_of, bool(cache.nominated)
+    snapshot = memo.snapshot
     # The node-only filters come first: their verdicts are looked up, and the rest run where they pass.
     # When the rest read only the nodes' usage totals, every filter's verdict is looked up (not beside
     # nominated pods, which kube adds to a node's usage for the filters).
     split = node_only_prefix(filters)
     node_only, rest = filters[:split], filters[split:]
-    whole = not any_nominated and usage_totals_only(rest)
     verdicts = memo.verdicts.of(filters if whole else node_only, pod, with_usage=whole)
     while position < total_nodes and len(ranked) < wanted:
         feasible: list[str] = []
@@ -384,27 +460,4 @@ def decide(
             else:
                 filtered[result.reasons[0].key] += 1
                 lifted_by |= ClusterEvent.METRICS_REFRESHED
-    next_start = (start + position) % total_nodes if total_nodes else 0
-    if not ranked:
-        message = summarize_failures(total_nodes, filtered)
-        preemption = Preemption()
-        if total_nodes:
-            preemption = preempt(
-                pod,
-                cache,
-                snapshot,
-                failed,
-                filters,
-                checks,
-                scores=memo.scores,
-                rng=rng,
-                evictable=evictable,
-            )
-        message += preemption.note()
-        return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
-    ranked = with_preferences(pod, cache, ranked, scorers, preference_weight)
-    ranked.sort(key=_total, reverse=True)
-    best = ranked[0].total
-    ties = list(itertools.takewhile(lambda r: best - r.total <= TIE_EPSILON, ranked))  # ranked: best first
-    chosen = (rng or random).choice(ties)
-    return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes, next_start=next_start)
+    return Search(ranked, None, filtered, lifted_by, position), failed

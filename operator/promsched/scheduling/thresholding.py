@@ -20,6 +20,7 @@ from promsched.metrics.scoring import NodeResult, incoming_pod_reason
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimate
+from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.resources import Resources
 
 
@@ -42,8 +43,9 @@ class Thresholds:
             if plugin_snapshot.plugin.name in ESTIMATED_PLUGINS
             and plugin_snapshot.plugin.threshold is not None
         )
-        # node -> (the result the room was worked out for, the room under each check's threshold)
-        self.rooms: dict[str, tuple[NodeResult, tuple[float, ...]]] = {}
+        # node -> (the result and node object the room was worked out for, the room under each check's
+        # threshold): a room is a share of the node's allocatable.
+        self.rooms: dict[str, tuple[NodeResult, NodeInfo | None, tuple[float, ...]]] = {}
 
     def incoming(self, estimate: Estimate) -> IncomingLoad | None:
         """The pod's load against the thresholds; None when none concerns it."""
@@ -52,14 +54,15 @@ class Thresholds:
         amounts = tuple(check.estimated(estimate) for check in self.checks)
         return IncomingLoad(self, amounts) if any(amounts) else None
 
-    def remember(self, result: NodeResult) -> tuple[NodeResult, tuple[float, ...]]:
-        known = self.rooms[result.node] = (result, self._room(result))
+    def remember(
+        self, result: NodeResult, info: NodeInfo | None
+    ) -> tuple[NodeResult, NodeInfo | None, tuple[float, ...]]:
+        known = self.rooms[result.node] = (result, info, self._room(result, info))
         return known
 
-    def _room(self, result: NodeResult) -> tuple[float, ...]:
+    def _room(self, result: NodeResult, info: NodeInfo | None) -> tuple[float, ...]:
         """What a pod may add under each threshold: (threshold - value)% of allocatable. A load percent
         cannot pass 100, so a threshold of 100 or more leaves unbounded room."""
-        info = self.cache.nodes.get(result.node)
         rooms = []
         for check in self.checks:
             value = result.plugins[check.place].raw
@@ -95,13 +98,14 @@ class IncomingLoad:
     def filter(self, results: list[NodeResult]) -> list[NodeResult]:
         """`results` with the feasible nodes the pod would take past a threshold filtered out."""
         thresholds, amounts = self.thresholds, self.amounts
-        known_rooms = thresholds.rooms
+        known_rooms, nodes = thresholds.rooms, thresholds.cache.nodes
         for position, result in enumerate(results):
             if result.reasons:
                 continue
             known = known_rooms.get(result.node)
-            if known is None or known[0] is not result:
-                known = thresholds.remember(result)
-            if any(map(gt, amounts, known[1])):
+            info = nodes.get(result.node)
+            if known is None or known[0] is not result or known[1] is not info:
+                known = thresholds.remember(result, info)
+            if any(map(gt, amounts, known[2])):
                 results[position] = thresholds.filtered(result, amounts)
         return results

@@ -131,21 +131,21 @@ def test_pods_running_longer_than_the_placement_memory_are_not_placements(
 
 def test_the_nodes_whose_placements_changed_since_a_version_come_latest_first(cache: ClusterCache) -> None:
     cache.assume(pod("a"), "n1")
-    since = cache.placement_changes
+    since = cache.placement_changes.count
     cache.assume(pod("b"), "n2")
     cache.assume(pod("c"), "n1")
-    assert list(cache.placements_changed_since(since)) == ["n1", "n2"]
-    assert list(cache.placements_changed_since(0)) == ["n1", "n2"]
-    assert list(cache.placements_changed_since(cache.placement_changes)) == []
+    assert list(cache.placement_changes.since(since)) == ["n1", "n2"]
+    assert list(cache.placement_changes.since(0)) == ["n1", "n2"]
+    assert list(cache.placement_changes.since(cache.placement_changes.count)) == []
 
 
 def test_placement_versions_change_with_placements(cache: ClusterCache, clock: Clock) -> None:
     cache.assume(pod("a"), "n1")
-    first = cache.placement_versions["n1"]
+    first = cache.placement_changes.latest["n1"]
     cache.assume(pod("b"), "n1")
-    second = cache.placement_versions["n1"]
+    second = cache.placement_changes.latest["n1"]
     cache.forget("uid-b")
-    assert len({first, second, cache.placement_versions["n1"]}) == 3
+    assert len({first, second, cache.placement_changes.latest["n1"]}) == 3
     clock.now += cache.placement_memory + 1
     cache.assume(pod("c"), "n1")  # the old ones age out as new ones come
     assert [p.uid for p in cache.placements_after("n1", 0.0)] == ["uid-c"]
@@ -156,16 +156,16 @@ def test_a_placement_holds_the_pods_latest_state_and_changes_only_if_its_estimat
 ) -> None:
     assumed = pod("a")
     cache.assume(assumed, "n1")
-    version = cache.placement_versions["n1"]
+    version = cache.placement_changes.latest["n1"]
     bound = pod("a", node_name="n1", phase="Running")
     cache.observe_pod(bound)
     (placement,) = cache.placements_after("n1", 0.0)
     # The state placed is no longer held: the placement has the counted one, at the time it was placed.
     assert placement.pod is cache.counted["uid-a"][1] is bound
     assert placement.at == 5000.0
-    assert cache.placement_versions["n1"] == version  # requests, limits and owner are the same
+    assert cache.placement_changes.latest["n1"] == version  # requests, limits and owner are the same
     resized = pod("a", node_name="n1", phase="Running", cpu=500)
     cache.observe_pod(resized)
     (placement,) = cache.placements_after("n1", 0.0)
     assert placement.pod is resized
-    assert cache.placement_versions["n1"] > version  # a herd adjustment kept for n1 is worked out again
+    assert cache.placement_changes.latest["n1"] > version  # a herd adjustment kept for n1 is worked out again

@@ -38,7 +38,7 @@ def test_the_pods_share_of_each_node_is_held_against_its_room() -> None:
     assert a.detail == "a cpu load 85% with the pod's estimated 25%"
 
 
-def test_rooms_are_kept_per_node_result() -> None:
+def test_rooms_are_kept_per_node_result_and_node() -> None:
     cache, snapshot = setup(80, {"a": 60.0})
     memo = DecisionMemo(snapshot)
     small = memo.incoming_load(pod_info("p", requests=Resources(100, GIB)), cache)
@@ -48,9 +48,12 @@ def test_rooms_are_kept_per_node_result() -> None:
     assert thresholds is not None
     kept = thresholds.rooms["a"]
     assert kept[0] is result
-    assert kept[1] == (0.2 * 4000, 0.8 * 16 * GIB)  # 20% of the CPUs, 80% of the memory
+    assert kept[2] == (0.2 * 4000, 0.8 * 16 * GIB)  # 20% of the CPUs, 80% of the memory
     small.filter(score_nodes(snapshot, ["a"], memo=memo.scores))
     assert thresholds.rooms["a"] is kept  # the same result: worked out once
+    cache.upsert_node(node("a", cpu="8", version="2"))  # resized: a room is a share of allocatable
+    small.filter(score_nodes(snapshot, ["a"], memo=memo.scores))
+    assert thresholds.rooms["a"][2] == (0.2 * 8000, 0.8 * 16 * GIB)
 
 
 def test_a_threshold_a_load_percent_cannot_pass_leaves_any_pod_room() -> None:

@@ -1,0 +1,216 @@
+"""Every node's verdict and score for pods alike, kept across the pods of a burst.
+
+Most pods of a burst share their spec, and between two of them only the node the first went to (and
+the few the watches brought news of) changed. A board holds, for pods alike in what the node filters
+read of them and in their load against the thresholds, each node's outcome under one snapshot:
+filtered (why) or scored. It is brought up to date by the cache's change feeds
+(the nodes whose object or counted pods changed, the nodes whose placements changed), so a decision
+costs the nodes that changed plus slices over the nodes it searches, not a walk over each of them.
+
+`decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
+the node and its usage totals, no cluster filter prepared a check, and no pod is nominated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import compress
+from typing import Final
+
+from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.filters import Filter, run_filters
+from promsched.scheduling.filters.statuses import ClusterEvent
+from promsched.scheduling.nodes import NodeInfo
+from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.thresholding import IncomingLoad
+
+# Boards kept per decision memo (the least recently used go first): a burst has a few pod specs.
+BOARDS_KEPT: Final = 16
+
+
+@dataclass(slots=True)
+class Search:
+    """What a search over the nodes found: the feasible nodes in the order searched, the filtered
+    ones counted by reason, the events that may lift those, and how many nodes were searched."""
+
+    ranked: list[NodeResult]
+    nodes: list[NodeInfo] | None  # the ranked nodes' objects, where the search had them at hand
+    filtered: Counter[str]
+    lifted_by: ClusterEvent
+    searched: int
+
+
+@dataclass(slots=True)
+class Board:
+    """Per node, in the cache's order: its object, and its score result when feasible, else why it is
+    filtered."""
+
+    cache: ClusterCache
+    scored: object  # the score memo's results this board's scores were looked up in
+    names: list[str]
+    index: dict[str, int]
+    nodes: list[NodeInfo | None]
+    feasible: bytearray
+    results: list[NodeResult | None]
+    reasons: list[str | None]
+    node_count: int  # the cache's change counts it is up to date with
+    placement_count: int
+
+    def search(self, start: int, wanted: int) -> Search:
+        """The nodes from `start` (wrapping around) until `wanted` feasible ones are found, or all. What
+        may lift the filtered nodes' rejections is left out: it matters to a pod that fits nowhere, and
+        `decide` judges such a pod node by node, for preemption."""
+        total = len(self.names)
+        start %= total
+        searched = _searched(self.feasible, start, wanted, total)
+        segments = [(start, min(start + searched, total))]
+        if start + searched > total:
+            segments.append((0, start + searched - total))
+        ranked: list[NodeResult] = []
+        nodes: list[NodeInfo] = []
+        filtered: Counter[str] = Counter()
+        for low, high in segments:
+            feasible = self.feasible[low:high]
+            ranked.extend(compress(self.results[low:high], feasible))  # type: ignore[arg-type]
+            nodes.extend(compress(self.nodes[low:high], feasible))  # type: ignore[arg-type]
+            filtered.update(filter(None, self.reasons[low:high]))
+        return Search(ranked, nodes, filtered, ClusterEvent.NONE, searched)
+
+
+def _searched(feasible: bytearray, start: int, wanted: int, total: int) -> int:
+    """How many nodes from `start` a search takes to find `wanted` feasible ones: up to and including
+    the wanted-th, or all of them."""
+    after = feasible.count(1, start, total)
+    if after >= wanted:
+        return _nth(feasible, start, total, wanted) - start + 1
+    before = feasible.count(1, 0, start)
+    if after + before >= wanted:
+        return total - start + _nth(feasible, 0, start, wanted - after) + 1
+    return total
+
+
+def _nth(feasible: bytearray, low: int, high: int, count: int) -> int:
+    """The index of the `count`-th feasible node in [low, high), which holds at least that many."""
+    while high - low > 1:  # invariant: the count-th lies in [low, high)
+        middle = (low + high) // 2
+        before = feasible.count(1, low, middle)
+        if before >= count:
+            high = middle
+        else:
+            count -= before
+            low = middle
+    return low
+
+
+@dataclass(slots=True)
+class Boards:
+    """A decision memo's boards, by what the filters read of a pod and its load against thresholds."""
+
+    kept: OrderedDict[Hashable, Board] = field(default_factory=OrderedDict)
+
+    def board(
+        self,
+        key: Hashable,
+        pod: PodInfo,
+        cache: ClusterCache,
+        snapshot: Snapshot,
+        scores: ScoreMemo,
+        herd: Mapping[str, Mapping[str, float]],
+        filters: tuple[Filter, ...],
+        incoming: IncomingLoad | None,
+    ) -> Board:
+        """The board for pods like `pod`, up to date with the cache and `herd` (the herd loads, up to
+        date with the cache's placements)."""
+        scored = scores.at(snapshot, time.time())
+        board = self.kept.get(key)
+        if board is None or board.cache is not cache or board.scored is not scored:
+            board = _built(cache, scored, snapshot, scores, herd, pod, filters, incoming)
+            self.kept[key] = board
+            if len(self.kept) > BOARDS_KEPT:
+                self.kept.popitem(last=False)
+            return board
+        self.kept.move_to_end(key)
+        if (board.node_count, board.placement_count) == (
+            cache.node_changes.count,
+            cache.placement_changes.count,
+        ):
+            return board
+        changed = set(cache.node_changes.since(board.node_count))
+        changed.update(cache.placement_changes.since(board.placement_count))
+        if any(name not in board.index or name not in cache.nodes for name in changed):
+            board = self.kept[key] = _built(cache, scored, snapshot, scores, herd, pod, filters, incoming)
+            return board
+        _judge(board, changed, snapshot, scores, herd, pod, filters, incoming)
+        return board
+
+
+def _built(
+    cache: ClusterCache,
+    scored: object,
+    snapshot: Snapshot,
+    scores: ScoreMemo,
+    herd: Mapping[str, Mapping[str, float]],
+    pod: PodInfo,
+    filters: tuple[Filter, ...],
+    incoming: IncomingLoad | None,
+) -> Board:
+    names = list(cache.nodes)
+    total = len(names)
+    board = Board(
+        cache,
+        scored,
+        names,
+        {name: position for position, name in enumerate(names)},
+        [None] * total,
+        bytearray(total),
+        [None] * total,
+        [None] * total,
+        cache.node_changes.count,
+        cache.placement_changes.count,
+    )
+    _judge(board, names, snapshot, scores, herd, pod, filters, incoming)
+    return board
+
+
+def _judge(
+    board: Board,
+    names: Iterable[str],
+    snapshot: Snapshot,
+    scores: ScoreMemo,
+    herd: Mapping[str, Mapping[str, float]],
+    pod: PodInfo,
+    filters: tuple[Filter, ...],
+    incoming: IncomingLoad | None,
+) -> None:
+    """Judge `names` anew as `decide`'s node loop does: the filters, then the scores (with the herd
+    load) and the thresholds against the pod's load."""
+    cache, index = board.cache, board.index
+    passed = []
+    for name in names:
+        position = index[name]
+        node = board.nodes[position] = cache.nodes[name]
+        status = run_filters(pod, node, cache.usage_of(name), filters)
+        if status is None:
+            passed.append(name)
+        else:
+            board.feasible[position] = 0
+            board.results[position] = None
+            board.reasons[position] = status.reason
+    results = score_nodes(snapshot, passed, extra_load=herd, memo=scores)
+    for result in incoming.filter(results) if incoming is not None else results:
+        position = index[result.node]
+        if result.reasons:
+            board.feasible[position] = 0
+            board.results[position] = None
+            board.reasons[position] = result.reasons[0].key
+        else:
+            board.feasible[position] = 1
+            board.results[position] = result
+            board.reasons[position] = None
+    board.node_count = cache.node_changes.count
+    board.placement_count = cache.placement_changes.count
