@@ -3,9 +3,9 @@
 Most pods of a burst share their spec, and between two of them only the node the first went to (and
 the few the watches brought news of) changed. A board holds, for pods alike in what the node filters
 read of them and in their load against the thresholds, each node's outcome under one snapshot:
-filtered (why) or scored. It is brought up to date by the cache's change feeds
-(the nodes whose object or counted pods changed, the nodes whose placements changed), so a decision
-costs the nodes that changed plus slices over the nodes it searches, not a walk over each of them.
+filtered (why) or scored. It is brought up to date by the cache's change feeds (the nodes whose
+object, counted pods or placements changed), so a decision costs the nodes that changed plus slices
+over the nodes it searches, not a walk over each of them.
 
 `decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
 the node and its usage totals, no cluster filter prepared a check, and no pod is nominated.
@@ -58,8 +58,8 @@ class Board:
     feasible: bytearray
     results: list[NodeResult | None]
     reasons: list[str | None]
-    node_count: int  # the cache's change counts it is up to date with
-    placement_count: int
+    # the cache's change counts it is up to date with: node objects, usage, placements
+    counts: tuple[int, int, int]
 
     def search(self, start: int, wanted: int) -> Search:
         """The nodes from `start` (wrapping around) until `wanted` feasible ones are found, or all. What
@@ -135,13 +135,12 @@ class Boards:
                 self.kept.popitem(last=False)
             return board
         self.kept.move_to_end(key)
-        if (board.node_count, board.placement_count) == (
-            cache.node_changes.count,
-            cache.placement_changes.count,
-        ):
+        counts = _counts(cache)
+        if board.counts == counts:
             return board
-        changed = set(cache.node_changes.since(board.node_count))
-        changed.update(cache.placement_changes.since(board.placement_count))
+        changed = set(cache.node_changes.since(board.counts[0]))
+        changed.update(cache.usage_changes.since(board.counts[1]))
+        changed.update(cache.placement_changes.since(board.counts[2]))
         if any(name not in board.index or name not in cache.nodes for name in changed):
             board = self.kept[key] = _built(cache, scored, snapshot, scores, herd, pod, filters, incoming)
             return board
@@ -170,8 +169,7 @@ def _built(
         bytearray(total),
         [None] * total,
         [None] * total,
-        cache.node_changes.count,
-        cache.placement_changes.count,
+        _counts(cache),
     )
     _judge(board, names, snapshot, scores, herd, pod, filters, incoming)
     return board
@@ -212,5 +210,8 @@ def _judge(
             board.feasible[position] = 1
             board.results[position] = result
             board.reasons[position] = None
-    board.node_count = cache.node_changes.count
-    board.placement_count = cache.placement_changes.count
+    board.counts = _counts(cache)
+
+
+def _counts(cache: ClusterCache) -> tuple[int, int, int]:
+    return cache.node_changes.count, cache.usage_changes.count, cache.placement_changes.count

@@ -58,8 +58,9 @@ class ClusterCache:
     placements: dict[str, deque[Placement]] = field(default_factory=dict)  # per node, oldest first
     # The nodes whose placements changed, so what is derived from them (the herd load) can be kept.
     placement_changes: ChangeFeed = field(default_factory=ChangeFeed)
-    # The nodes whose object or counted pods changed: what the filters read of them.
+    # The nodes whose object changed, and those whose counted pods did: what the filters read of them.
     node_changes: ChangeFeed = field(default_factory=ChangeFeed)
+    usage_changes: ChangeFeed = field(default_factory=ChangeFeed)
     placement_memory: float = PLACEMENT_MEMORY_SECONDS
     # node -> uid -> pod: the counted pods of each node.
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
@@ -132,7 +133,7 @@ class ClusterCache:
         uid = pod.uid
         self.counted[uid] = (node, pod)
         self.usage_of(node).add(pod)
-        self.node_changes.mark(node)
+        self.usage_changes.mark(node)
         self.node_pods.setdefault(node, {})[uid] = pod
         for key, value in pod.labels.items():
             self.label_index.setdefault(key, {}).setdefault(value, set()).add(uid)
@@ -151,7 +152,7 @@ class ClusterCache:
             return None
         node, pod = entry
         self.usage_of(node).remove(pod)
-        self.node_changes.mark(node)
+        self.usage_changes.mark(node)
         self.assumed.discard(uid)
         on_node = self.node_pods.get(node)
         if on_node is not None:

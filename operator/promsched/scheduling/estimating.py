@@ -154,8 +154,19 @@ class Estimates:
         self._observed: dict[OwnerKey, _Observed] = {}
         # owner -> [cpu cores], [memory bytes] of its running pods, grouped at the first need.
         self._usage: dict[OwnerKey, tuple[list[float], list[float]]] | None = None
+        # uid -> the pod state estimated and its estimate: the herd load asks again for each pod placed
+        # on a node whenever another is placed there.
+        self._estimated: dict[str, tuple[PodInfo, Estimate]] = {}
 
     def of(self, pod: PodInfo) -> Estimate:
+        known = self._estimated.get(pod.uid)
+        if known is not None and known[0] is pod:
+            return known[1]
+        estimate = self._estimate(pod)
+        self._estimated[pod.uid] = (pod, estimate)
+        return estimate
+
+    def _estimate(self, pod: PodInfo) -> Estimate:
         rule = self.rule
         cpu = memory = None
         if rule.siblings and pod.controller:

@@ -130,8 +130,7 @@ def board_of(feasible: str) -> Board:
         feasible=bytearray(int(flag) for flag in feasible),
         results=[None] * len(names),
         reasons=[None if flag == "1" else "full" for flag in feasible],
-        node_count=0,
-        placement_count=0,
+        counts=(0, 0, 0),
     )
 
 

@@ -145,6 +145,15 @@ def test_a_pod_without_requests_counts_as_the_unrequested_amounts(cache: Cluster
     assert (chosen.cpu.amount, chosen.memory.amount) == (1000, GIB)
 
 
+def test_a_pod_state_is_estimated_once_and_a_new_state_anew(cache: ClusterCache) -> None:
+    estimates = Estimates(snapshot(), cache)
+    first = estimates.of(incoming())
+    state = incoming()
+    assert estimates.of(state) is estimates.of(state)
+    resized = estimates.of(incoming(requests=Resources(2000, GIB)))  # the same uid, a new state
+    assert (first.cpu.amount, resized.cpu.amount) == (1000, 2000)
+
+
 def owned_pod(containers: list[dict[str, Any]], **spec: Any) -> PodInfo:
     document = pod_object("p", containers=containers, **spec)
     document["metadata"]["ownerReferences"] = [
