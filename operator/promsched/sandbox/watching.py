@@ -1,5 +1,5 @@
-"""Following the sandbox's running pods: a list, then a watch from its resourceVersion, as client-go's
-reflector does.
+"""Following the sandbox's running pods: a list, then a watch from its resourceVersion, resumed and
+started anew as client-go's reflector does (`kube.reflecting`).
 
 A watch that ends (the API server closes it after `timeoutSeconds`) or breaks is opened again from the
 last resourceVersion seen (bookmarks keep it fresh); one the API server answers 410 Gone, whose
@@ -12,27 +12,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from typing import Any, NoReturn, Protocol
 
 import aiohttp
 
 from promsched.kube.credentials import Credentials
-from promsched.kube.requests import Request, watch_objects
+from promsched.kube.reflecting import RETRY_SECONDS, WATCH_SECONDS, Reflector, SupportsWatch
+from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, open_session, stream_lines
 
 logger = logging.getLogger(__name__)
 
 PODS_PATH = "/api/v1/pods"
-SELECTOR = {"fieldSelector": "status.phase=Running"}
+RUNNING_PODS = "status.phase=Running"
+SELECTOR = {"fieldSelector": RUNNING_PODS}
 LIST_PAGE_SIZE = 500
-# client-go's reflector asks for a watch of 5-10 minutes; any length works, this one is in between.
-WATCH_SECONDS = 450
-RETRY_SECONDS = 1.0
-
-
-class WatchExpired(Exception):
-    """The API server can no longer resume from the resourceVersion asked for (410 Gone)."""
+# The API server ends a watch after WATCH_SECONDS, so one silent for longer is a connection that died
+# without a word (a stopped API server).
+INACTIVITY_SECONDS = WATCH_SECONDS + 60
 
 
 class PodSink(Protocol):
@@ -41,9 +39,8 @@ class PodSink(Protocol):
     def retain(self, uids: Collection[str]) -> None: ...
 
 
-class PodSource(Protocol):
+class PodSource(SupportsWatch, Protocol):
     async def list_page(self, params: Mapping[str, str]) -> Mapping[str, Any]: ...
-    def watch(self, params: Mapping[str, str]) -> AsyncIterator[Mapping[str, Any]]: ...
 
 
 async def relist(source: PodSource, sink: PodSink) -> str:
@@ -64,53 +61,46 @@ async def relist(source: PodSource, sink: PodSink) -> str:
             return str(metadata.get("resourceVersion", ""))
 
 
-async def watch_once(source: PodSource, sink: PodSink, resource_version: str) -> str:
-    """Apply one watch's events to `sink` until it ends; returns the last resourceVersion seen."""
-    params = watch_objects(PODS_PATH, resource_version, SELECTOR, WATCH_SECONDS).params
-    async for event in source.watch(params):
-        kind, pod = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if pod.get("code") == 410:
-                raise WatchExpired(pod.get("message", "410 Gone"))
-            raise aiohttp.ClientPayloadError(f"watch error: {pod.get('message', pod)}")
-        if kind in ("ADDED", "MODIFIED"):
-            sink.observe(pod)
-        elif kind == "DELETED":
-            sink.forget(pod)
-        resource_version = str((pod.get("metadata") or {}).get("resourceVersion") or resource_version)
-    return resource_version
-
-
-async def follow_pods(source: PodSource, sink: PodSink, retry_seconds: float = RETRY_SECONDS) -> None:
+async def follow_pods(
+    source: PodSource,
+    sink: PodSink,
+    retry_seconds: float = RETRY_SECONDS,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> NoReturn:
     """List, then watch, for as long as the task runs; failures are logged and retried."""
-    resource_version: str | None = None
-    while True:
-        try:
-            if resource_version is None:
-                resource_version = await relist(source, sink)
-                logger.info("listed the running pods at resourceVersion %s", resource_version)
-            resource_version = await watch_once(source, sink, resource_version)
-        except WatchExpired as error:
-            logger.info("watch expired (%s); listing again", error)
-            resource_version = None
-        except ApiError as error:
-            if error.status == 410:
-                resource_version = None
-                continue
-            logger.warning("following pods: %s; again in %gs", error, retry_seconds)
-            await asyncio.sleep(retry_seconds)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            logger.warning("following pods: %s; again in %gs", error, retry_seconds)
-            await asyncio.sleep(retry_seconds)
+
+    def deliver(event_type: str, pod: Mapping[str, Any]) -> None:
+        if event_type in ("ADDED", "MODIFIED"):
+            sink.observe(pod)
+        elif event_type == "DELETED":
+            sink.forget(pod)
+
+    async def listed() -> str:
+        version = await relist(source, sink)
+        logger.info("listed the running pods at resourceVersion %s", version)
+        return version
+
+    reflector = Reflector(
+        source,
+        PODS_PATH,
+        RUNNING_PODS,
+        deliver,
+        listed,
+        what="running pods",
+        inactivity_timeout=INACTIVITY_SECONDS,
+        retry_seconds=retry_seconds,
+        sleep=sleep,
+        logger=logger,
+    )
+    await reflector.follow(None)  # no version yet: a list first
 
 
 class ApiPodSource:
     """The API server's pods over one aiohttp session (promsched's credentials handling)."""
 
     def __init__(self, credentials: Credentials) -> None:
-        # A watch is open for minutes: no total timeout. The API server ends it after WATCH_SECONDS, so
-        # one silent for longer is a connection that died without a word (a stopped API server).
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=WATCH_SECONDS + 60)
+        # A watch is open for minutes: no total timeout (each watch sets how long it may be silent).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15)
         self.session = open_session(credentials, base_url=credentials.server, timeout=timeout, connections=4)
 
     async def close(self) -> None:
@@ -126,10 +116,18 @@ class ApiPodSource:
             page: Mapping[str, Any] = json.loads(text)
             return page
 
-    async def watch(self, params: Mapping[str, str]) -> AsyncIterator[Mapping[str, Any]]:
-        async with self.session.get(PODS_PATH, params=dict(params)) as response:
+    async def watch(
+        self, request: Request, inactivity_timeout: float
+    ) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        """`KubeClient.watch`'s events and errors, over this session."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=inactivity_timeout)
+        async with self.session.get(request.path, params=dict(request.params), timeout=timeout) as response:
             if response.status >= 300:
-                text = await response.text()
-                raise ApiError.from_response(Request("GET", PODS_PATH, params=params), response.status, text)
+                raise ApiError.from_response(request, response.status, await response.text())
             async for line in stream_lines(response.content):
-                yield json.loads(line)
+                event = json.loads(line)
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":
+                    status = int(obj.get("code") or 500)
+                    raise ApiError(request, status, str(obj.get("reason", "")), str(obj.get("message", "")))
+                yield kind, obj
