@@ -230,16 +230,8 @@ class KubeClient:
         async with self._session.request(
             request.method, request.path, headers=_ACCEPT, params=request.params or None, timeout=timeout
         ) as response:
-            if response.status >= 300:
-                text = await response.text()
-                raise ApiError.from_response(request, response.status, text, None)
-            async for line in stream_lines(response.content):
-                event = json.loads(line)
-                kind, obj = str(event.get("type", "")), event.get("object") or {}
-                if kind == "ERROR":
-                    status = int(obj.get("code") or 500)
-                    raise ApiError(request, status, str(obj.get("reason", "")), str(obj.get("message", "")))
-                yield kind, obj
+            async for event in watch_events(request, response):
+                yield event
 
     async def _send_once(self, request: Request) -> Any:
         if self._session is None:
@@ -263,6 +255,22 @@ class KubeClient:
                 delay = retry_delay(response.status, response.headers)
                 raise ApiError.from_response(request, response.status, text, delay)
             return json.loads(text) if text else None
+
+
+async def watch_events(
+    request: Request, response: aiohttp.ClientResponse
+) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+    """A watch response's events, (type, object); an error response, or an ERROR event, raises its
+    Status as an ApiError."""
+    if response.status >= 300:
+        raise ApiError.from_response(request, response.status, await response.text(), None)
+    async for line in stream_lines(response.content):
+        event = json.loads(line)
+        kind, obj = str(event.get("type", "")), event.get("object") or {}
+        if kind == "ERROR":
+            status = int(obj.get("code") or 500)
+            raise ApiError(request, status, str(obj.get("reason", "")), str(obj.get("message", "")))
+        yield kind, obj
 
 
 async def stream_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:

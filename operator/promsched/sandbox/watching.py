@@ -20,7 +20,7 @@ import aiohttp
 from promsched.kube.credentials import Credentials
 from promsched.kube.reflecting import RETRY_SECONDS, WATCH_SECONDS, Reflector, SupportsWatch
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, open_session, stream_lines
+from promsched.kube.sending import ApiError, open_session, watch_events
 
 logger = logging.getLogger(__name__)
 
@@ -122,12 +122,5 @@ class ApiPodSource:
         """`KubeClient.watch`'s events and errors, over this session."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=inactivity_timeout)
         async with self.session.get(request.path, params=dict(request.params), timeout=timeout) as response:
-            if response.status >= 300:
-                raise ApiError.from_response(request, response.status, await response.text())
-            async for line in stream_lines(response.content):
-                event = json.loads(line)
-                kind, obj = str(event.get("type", "")), event.get("object") or {}
-                if kind == "ERROR":
-                    status = int(obj.get("code") or 500)
-                    raise ApiError(request, status, str(obj.get("reason", "")), str(obj.get("message", "")))
-                yield kind, obj
+            async for event in watch_events(request, response):
+                yield event

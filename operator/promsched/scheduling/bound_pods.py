@@ -20,8 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from promsched.kube.reflecting import RETRY_SECONDS, Reflector
-from promsched.kube.reflecting import SupportsWatch as SupportsWatch  # named here by intake, schedulers
+from promsched.kube.reflecting import RETRY_SECONDS, Reflector, SupportsWatch
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,10 @@ from typing import Any
 
 import aiohttp
 
+from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling import telemetry
-from promsched.scheduling.bound_pods import UNFINISHED_PODS, BoundPods, SupportsWatch
+from promsched.scheduling.bound_pods import UNFINISHED_PODS, BoundPods
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo

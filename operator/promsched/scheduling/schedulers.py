@@ -23,13 +23,13 @@ from typing import Any
 from promsched.api.annotations import encode_decision
 from promsched.api.fields import Mode
 from promsched.api.statuses import Decision, FilteredCount
+from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher
 from promsched.metrics.scoring import NodeResult
 from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
-from promsched.scheduling.bound_pods import SupportsWatch
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
 from promsched.scheduling.evicting import Evictor
