@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
+import orjson
 from aiohttp.client import DEFAULT_TIMEOUT
 
 from promsched.kube.credentials import Credentials, CredentialsError
@@ -40,7 +41,7 @@ class ApiError(Exception):
         cls, request: Request, status: int, text: str, retry_after: float | None = None
     ) -> ApiError:
         try:
-            body = json.loads(text)
+            body = orjson.loads(text)
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("kind") == "Status":
@@ -254,7 +255,7 @@ class KubeClient:
             if response.status >= 300:
                 delay = retry_delay(response.status, response.headers)
                 raise ApiError.from_response(request, response.status, text, delay)
-            return json.loads(text) if text else None
+            return orjson.loads(text) if text else None
 
 
 async def watch_events(
@@ -265,7 +266,7 @@ async def watch_events(
     if response.status >= 300:
         raise ApiError.from_response(request, response.status, await response.text(), None)
     async for line in stream_lines(response.content):
-        event = json.loads(line)
+        event = orjson.loads(line)
         kind, obj = str(event.get("type", "")), event.get("object") or {}
         if kind == "ERROR":
             status = int(obj.get("code") or 500)

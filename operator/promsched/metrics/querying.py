@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import math
 import ssl
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 import promsched
 from promsched.metrics import promql
@@ -229,7 +229,7 @@ def _excerpt(body: bytes) -> str:
 
 def _decode(status: int, body: bytes, query: str) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
+        payload = orjson.loads(body)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
