@@ -1,12 +1,15 @@
-"""A scripted stand-in for `KubeClient.watch`."""
+"""A scripted stand-in for `KubeClient.watch`, and running what follows it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any
 
+import pytest
+
 from promsched.kube.requests import Request
+from support.polling import eventually_async
 
 Event = tuple[str, Mapping[str, Any]]
 
@@ -33,3 +36,17 @@ class ScriptedWatcher:
 
     def versions(self) -> list[str | None]:
         return [request.params.get("resourceVersion") for request in self.requests]
+
+
+async def follow_until(
+    following: Coroutine[Any, Any, object], watcher: ScriptedWatcher, watches: int
+) -> None:
+    """Run `following`, a follower that runs until cancelled, until it has asked `watcher` for
+    `watches` watches; then cancel it."""
+    task = asyncio.create_task(following)
+    try:
+        await eventually_async(lambda: len(watcher.requests) >= watches, what=f"{watches} watches")
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

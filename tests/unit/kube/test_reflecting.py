@@ -4,7 +4,6 @@ watcher, an injected sleep)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -16,8 +15,7 @@ import pytest
 from promsched.kube.reflecting import WATCH_SECONDS, Reflector
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
-from support.polling import eventually_async
-from support.watchers import Event, ScriptedWatcher
+from support.watchers import Event, ScriptedWatcher, follow_until
 
 
 def widget(version: int) -> Mapping[str, Any]:
@@ -76,13 +74,7 @@ async def reflect(
         sleep=run.sleep,
         logger=logger,
     )
-    task = asyncio.create_task(reflector.follow(version))
-    try:
-        await eventually_async(lambda: len(watcher.requests) >= watches, what=f"{watches} watches")
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+    await follow_until(reflector.follow(version), watcher, watches)
 
 
 async def test_an_ended_watch_resumes_from_the_last_version_seen_and_a_bookmark_moves_it_on() -> None:

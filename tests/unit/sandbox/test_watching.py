@@ -15,7 +15,7 @@ from promsched.kube.sending import ApiError
 from promsched.sandbox.watching import ApiPodSource, follow_pods, relist
 from support.objects import pod_object
 from support.polling import eventually_async
-from support.watchers import Event, ScriptedWatcher
+from support.watchers import Event, ScriptedWatcher, follow_until
 
 
 class RecordingSink:
@@ -66,13 +66,7 @@ async def follow(source: FakePodSource, sink: RecordingSink, watches: int) -> li
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    task = asyncio.create_task(follow_pods(source, sink, retry_seconds=0.5, sleep=sleep))
-    try:
-        await eventually_async(lambda: len(source.watched) >= watches, what=f"{watches} watches")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await follow_until(follow_pods(source, sink, retry_seconds=0.5, sleep=sleep), source, watches)
     return sleeps
 
 

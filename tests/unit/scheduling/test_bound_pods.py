@@ -3,7 +3,6 @@ Gone with a list asked for, retried after errors (no cluster: a scripted watcher
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,8 +13,7 @@ from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
 from promsched.scheduling.bound_pods import BOUND_PODS, BoundPods
 from support.objects import pod_object
-from support.polling import eventually_async
-from support.watchers import Event, ScriptedWatcher
+from support.watchers import Event, ScriptedWatcher, follow_until
 
 
 def bound(name: str, version: int) -> Mapping[str, Any]:
@@ -47,13 +45,7 @@ async def follow(watcher: ScriptedWatcher, watches: int) -> tuple[list[Event], i
         inactivity_timeout=70.0,
         sleep=sleep,
     )
-    task = asyncio.create_task(follower.follow("10"))
-    try:
-        await eventually_async(lambda: len(watcher.requests) >= watches, what=f"{watches} watches")
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+    await follow_until(follower.follow("10"), watcher, watches)
     return delivered, relists, sleeps
 
 
