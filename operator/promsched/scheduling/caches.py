@@ -10,7 +10,7 @@ namespace selectors) and the claims, volumes and storage classes the volume filt
 
 Placements are also remembered with their time, for the herd effect: a pod placed recently adds the
 part of its estimated usage the metrics do not show yet to its node's load (see
-`deciding.herd_adjustments` and `estimating`).
+`herding` and `estimating`).
 A placement's time is when the scheduler assumed the pod, or when the pod started if it was bound by
 someone else (a pod found running at start-up has been in the metrics for long).
 """

@@ -15,16 +15,14 @@ import itertools
 import operator
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
-from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.boards import Boards, Search
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
+from promsched.scheduling.estimating import Estimates
 from promsched.scheduling.filters import (
     DEFAULT_CLUSTER_FILTERS,
     DEFAULT_FILTERS,
@@ -44,6 +42,7 @@ from promsched.scheduling.filters.node_verdicts import (
     usage_totals_only,
 )
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
+from promsched.scheduling.herding import HerdWindow, herd_adjustments, herd_loads
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
@@ -88,75 +87,6 @@ def feasible_nodes_to_find(total_nodes: int) -> int:
     return max(MIN_FEASIBLE_NODES_TO_FIND, total_nodes * percent // 100)
 
 
-# A pod's load reaches the metrics once it runs and the exporter is scraped again: kube-prometheus-stack
-# scrapes every 30 s.
-METRIC_LAG_SECONDS = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class HerdWindow:
-    """How much of a pod's load one plugin's value shows, by when the pod was placed: none until
-    `METRIC_LAG_SECONDS` before the value was read, then a growing share of the window it averages."""
-
-    plugin: str
-    read_at: float  # unix time of the query the value came from
-    window: float  # seconds the value averages over (0: instant)
-
-    @property
-    def horizon(self) -> float:
-        """Pods placed at or before this are wholly in the value."""
-        return self.read_at - METRIC_LAG_SECONDS - self.window
-
-    def unseen(self, placed_at: float) -> float:
-        """The share (0..1) of a pod placed at `placed_at` the value does not show yet."""
-        covered = self.read_at - METRIC_LAG_SECONDS - placed_at
-        if covered <= 0.0:
-            return 1.0
-        if covered >= self.window:
-            return 0.0
-        return 1.0 - covered / self.window
-
-
-def herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
-    """What each estimated plugin's value in `snapshot` shows of recently placed (or removed) pods."""
-    windows = []
-    for name in ESTIMATED_PLUGINS:
-        plugin_snapshot = snapshot.plugins.get(name)
-        if plugin_snapshot is None:
-            continue
-        read_at = plugin_snapshot.refreshed_at or snapshot.taken_at
-        windows.append(HerdWindow(name, read_at, plugin_snapshot.plugin.window_seconds))
-    return tuple(windows)
-
-
-def herd_memory_seconds(plan: Plan) -> float:
-    """How long placements matter to `plan`'s herd adjustment."""
-    windows = [plugin.window_seconds for plugin in plan.plugins if plugin.name in ESTIMATED_PLUGINS]
-    return METRIC_LAG_SECONDS + max(windows, default=0.0)
-
-
-def _unseen_load(
-    cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...], estimates: Estimates
-) -> dict[str, float]:
-    info = cache.nodes.get(node)
-    if info is None:
-        return {}
-    # Each placement's estimate once for all windows, newest first as each window sums them.
-    recent = cache.placements_after(node, min(window.horizon for window in windows))
-    placed = [(placement.at, estimates.of(placement.pod)) for placement in recent]
-    load = {}
-    for window in windows:
-        allocatable_of, estimated = ESTIMATED_PLUGINS[window.plugin]
-        allocatable = allocatable_of(info.allocatable)
-        if not allocatable:
-            continue
-        since = window.horizon
-        unseen = sum(estimated(estimate) * window.unseen(at) for at, estimate in placed if at > since)
-        if unseen:
-            load[window.plugin] = 100.0 * unseen / allocatable
-    return load
-
-
 @dataclass(slots=True)
 class DecisionMemo:
     """What decisions work out once from `snapshot` and look up afterwards: node scores, the herd
@@ -189,45 +119,6 @@ class DecisionMemo:
         if not self.thresholds.checks:
             return None
         return self.thresholds.incoming(self.estimates_for(cache).of(pod))
-
-
-def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str, float]]:
-    """Load (percentage points) to add per node and plugin for pods placed too recently for the
-    snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
-    when the metrics were read; nodes with none are left out.
-
-    Per snapshot it is worked out once per node, and again for the nodes whose placements or object
-    changed since, so a pod's cycle costs what changed since the previous one.
-    """
-    windows = memo.herd_windows
-    if windows is None:
-        windows = memo.herd_windows = herd_windows(memo.snapshot)
-    version = (cache.placement_changes.count, cache.node_changes.count)
-    if not windows or memo.herd_version == version:
-        return memo.herd
-    known = memo.herd
-    horizon = min(window.horizon for window in windows)
-    changed = set(cache.placement_changes.since(memo.herd_version[0]))
-    changed.update(cache.node_changes.since(memo.herd_version[1]))
-    for node in changed:
-        placements = cache.placements.get(node)
-        load = None
-        if placements and placements[-1].at > horizon:
-            load = _unseen_load(cache, node, windows, memo.estimates_for(cache))
-        if load:
-            known[node] = load
-        else:
-            known.pop(node, None)
-    memo.herd_version = version
-    return known
-
-
-def herd_adjustments(
-    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
-) -> dict[str, dict[str, float]]:
-    """`herd_loads` of `nodes`."""
-    loads = herd_loads(cache, memo)
-    return {node: loads[node] for node in nodes if node in loads}
 
 
 def prepare_checks(

@@ -37,14 +37,9 @@ from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.sustaining import sustained_values
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import (
-    DecisionMemo,
-    decide,
-    herd_adjustments,
-    herd_memory_seconds,
-    herd_windows,
-)
+from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.herding import herd_adjustments, herd_memory_seconds, herd_windows
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.rebalance_plans import (
     Blocked,

@@ -33,7 +33,8 @@ from promsched.metrics.refreshing import Refresher, RefreshObserver
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, herd_memory_seconds
+from promsched.scheduling.deciding import DecisionMemo
+from promsched.scheduling.herding import herd_memory_seconds
 from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME
 from promsched.scheduling.recording import PolicyStatus, condition

@@ -9,8 +9,9 @@ import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, decide, herd_adjustments
+from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.estimating import Estimates, EstimateSource, percentile
+from promsched.scheduling.herding import herd_adjustments
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.resources import Resources
 from support.clocks import Clock

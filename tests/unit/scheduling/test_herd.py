@@ -7,9 +7,9 @@ import pytest
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import (
+from promsched.scheduling.deciding import DecisionMemo
+from promsched.scheduling.herding import (
     METRIC_LAG_SECONDS,
-    DecisionMemo,
     HerdWindow,
     herd_adjustments,
     herd_memory_seconds,
