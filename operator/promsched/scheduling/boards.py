@@ -126,11 +126,11 @@ class Boards:
     ) -> Board:
         """The board for pods like `pod`, up to date with the cache and `herd` (the herd loads, up to
         date with the cache's placements)."""
+        judging = _Judging(pod, snapshot, scores, herd, filters, incoming)
         scored = scores.at(snapshot, time.time())
         board = self.kept.get(key)
         if board is None or board.cache is not cache or board.scored is not scored:
-            board = _built(cache, scored, snapshot, scores, herd, pod, filters, incoming)
-            self.kept[key] = board
+            board = self.kept[key] = judging.fresh(cache, scored)
             if len(self.kept) > BOARDS_KEPT:
                 self.kept.popitem(last=False)
             return board
@@ -142,75 +142,68 @@ class Boards:
         changed.update(cache.usage_changes.since(board.counts[1]))
         changed.update(cache.placement_changes.since(board.counts[2]))
         if any(name not in board.index or name not in cache.nodes for name in changed):
-            board = self.kept[key] = _built(cache, scored, snapshot, scores, herd, pod, filters, incoming)
+            board = self.kept[key] = judging.fresh(cache, scored)
             return board
-        _judge(board, changed, snapshot, scores, herd, pod, filters, incoming)
+        judging.judge(board, changed)
         return board
 
 
-def _built(
-    cache: ClusterCache,
-    scored: object,
-    snapshot: Snapshot,
-    scores: ScoreMemo,
-    herd: Mapping[str, Mapping[str, float]],
-    pod: PodInfo,
-    filters: tuple[Filter, ...],
-    incoming: IncomingLoad | None,
-) -> Board:
-    names = list(cache.nodes)
-    total = len(names)
-    board = Board(
-        cache,
-        scored,
-        names,
-        {name: position for position, name in enumerate(names)},
-        [None] * total,
-        bytearray(total),
-        [None] * total,
-        [None] * total,
-        _counts(cache),
-    )
-    _judge(board, names, snapshot, scores, herd, pod, filters, incoming)
-    return board
+@dataclass(frozen=True, slots=True)
+class _Judging:
+    """What judging nodes for pods like `pod` reads besides the nodes, as `decide`'s node loop does."""
 
+    pod: PodInfo
+    snapshot: Snapshot
+    scores: ScoreMemo
+    herd: Mapping[str, Mapping[str, float]]
+    filters: tuple[Filter, ...]
+    incoming: IncomingLoad | None
 
-def _judge(
-    board: Board,
-    names: Iterable[str],
-    snapshot: Snapshot,
-    scores: ScoreMemo,
-    herd: Mapping[str, Mapping[str, float]],
-    pod: PodInfo,
-    filters: tuple[Filter, ...],
-    incoming: IncomingLoad | None,
-) -> None:
-    """Judge `names` anew as `decide`'s node loop does: the filters, then the scores (with the herd
-    load) and the thresholds against the pod's load."""
-    cache, index = board.cache, board.index
-    passed = []
-    for name in names:
-        position = index[name]
-        node = board.nodes[position] = cache.nodes[name]
-        status = run_filters(pod, node, cache.usage_of(name), filters)
-        if status is None:
-            passed.append(name)
-        else:
-            board.feasible[position] = 0
-            board.results[position] = None
-            board.reasons[position] = status.reason
-    results = score_nodes(snapshot, passed, extra_load=herd, memo=scores)
-    for result in incoming.filter(results) if incoming is not None else results:
-        position = index[result.node]
-        if result.reasons:
-            board.feasible[position] = 0
-            board.results[position] = None
-            board.reasons[position] = result.reasons[0].key
-        else:
-            board.feasible[position] = 1
-            board.results[position] = result
-            board.reasons[position] = None
-    board.counts = _counts(cache)
+    def fresh(self, cache: ClusterCache, scored: object) -> Board:
+        """A board of every node of `cache`, judged."""
+        names = list(cache.nodes)
+        total = len(names)
+        board = Board(
+            cache,
+            scored,
+            names,
+            {name: position for position, name in enumerate(names)},
+            [None] * total,
+            bytearray(total),
+            [None] * total,
+            [None] * total,
+            _counts(cache),
+        )
+        self.judge(board, names)
+        return board
+
+    def judge(self, board: Board, names: Iterable[str]) -> None:
+        """Judge `names` anew: the filters, then the scores (with the herd load) and the thresholds
+        against the pod's load."""
+        cache, index = board.cache, board.index
+        passed = []
+        for name in names:
+            position = index[name]
+            node = board.nodes[position] = cache.nodes[name]
+            status = run_filters(self.pod, node, cache.usage_of(name), self.filters)
+            if status is None:
+                passed.append(name)
+            else:
+                board.feasible[position] = 0
+                board.results[position] = None
+                board.reasons[position] = status.reason
+        results = score_nodes(self.snapshot, passed, extra_load=self.herd, memo=self.scores)
+        for result in self.incoming.filter(results) if self.incoming is not None else results:
+            position = index[result.node]
+            if result.reasons:
+                board.feasible[position] = 0
+                board.results[position] = None
+                board.reasons[position] = result.reasons[0].key
+            else:
+                board.feasible[position] = 1
+                board.results[position] = result
+                board.reasons[position] = None
+        board.counts = _counts(cache)
 
 
 def _counts(cache: ClusterCache) -> tuple[int, int, int]:
