@@ -26,7 +26,6 @@ logger = logging.getLogger(__name__)
 
 PODS_PATH = "/api/v1/pods"
 RUNNING_PODS = "status.phase=Running"
-SELECTOR = {"fieldSelector": RUNNING_PODS}
 LIST_PAGE_SIZE = 500
 # The API server ends a watch after WATCH_SECONDS, so one silent for longer is a connection that died
 # without a word (a stopped API server).
@@ -49,7 +48,11 @@ async def relist(source: PodSource, sink: PodSink) -> str:
     listed: set[str] = set()
     token = ""
     while True:
-        params = {**SELECTOR, "limit": str(LIST_PAGE_SIZE), **({"continue": token} if token else {})}
+        params = {
+            "fieldSelector": RUNNING_PODS,
+            "limit": str(LIST_PAGE_SIZE),
+            **({"continue": token} if token else {}),
+        }
         page = await source.list_page(params)
         for pod in page.get("items") or []:
             listed.add(pod["metadata"]["uid"])
