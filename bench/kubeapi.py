@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.requestcounts import Counts, parse_request_totals
+from bench.requestcounts import Counts, Reading, parse_reading
 from promsched.kube.credentials import Credentials
 from promsched.kube.sending import open_session
 
@@ -59,13 +59,18 @@ async def watch(
                 yield kind, event["object"]
 
 
-async def read_counts(session: aiohttp.ClientSession) -> Counts:
-    """The API server's own count of the requests it served so far, by verb and resource (its /metrics,
-    read with the sandbox's admin credentials)."""
+async def read_requests(session: aiohttp.ClientSession) -> Reading:
+    """The API server's own count of the requests it served so far and the time it spent on them, by
+    verb and resource (its /metrics, read with the sandbox's admin credentials)."""
     async with session.get("/metrics", headers={"Accept": "text/plain"}) as response:
         if response.status != 200:
             raise RuntimeError(f"/metrics: {response.status} {(await response.text())[:300]}")
-        return parse_request_totals(await response.text())
+        return parse_reading(await response.text())
+
+
+async def read_counts(session: aiohttp.ClientSession) -> Counts:
+    """The API server's own count of the requests it served so far, by verb and resource."""
+    return (await read_requests(session)).totals
 
 
 def cpu_seconds(pid: int) -> float:

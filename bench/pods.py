@@ -35,6 +35,7 @@ class PodTimes:
     watch_restarts: list[str] = field(default_factory=list)
     late_binds: int = 0  # bindings found by a listing after the watch missed them: timed late
     requests: Counts = field(default_factory=dict)  # the API server's requests over the run, by kind
+    request_seconds: Counts = field(default_factory=dict)  # the seconds it spent serving them
 
     def latencies(self) -> list[float]:
         """Seconds from creation to binding: creation is when the POST returned or the watch first saw the

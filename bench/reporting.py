@@ -22,6 +22,7 @@ COLUMNS = (
     ("Sched CPU/pod (ms)", "scheduler_cpu_ms_per_pod", "{:.2f}"),
     ("Peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
     ("API server CPU/bind (ms)", "apiserver_ms_per_bind", "{:.2f}"),
+    ("API server bind latency (ms)", "apiserver_bind_latency_ms", "{:.1f}"),
     ("Sched writes/pod", "scheduling_writes_per_pod", "{:.2f}"),
     ("CPU util std (%)", "spread.cpu_std", "{:.2f}"),
     ("CPU util max (%)", "spread.cpu_max", "{:.1f}"),
@@ -38,6 +39,7 @@ RATIO_KEYS = {
     "scheduler_cpu_ms_per_pod",
     "peak_rss_mb",
     "apiserver_ms_per_bind",
+    "apiserver_bind_latency_ms",
     "scheduling_writes_per_pod",
     "spread.cpu_std",
     "spread.cpu_max",
@@ -233,6 +235,18 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     ]
     if decisions:
         lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
+    bindings = [
+        f"{run['mode']} {run['pods']} pods: {run['bind_ms_mean']:.1f} ms "
+        f"(the API server's {run.get('apiserver_bind_latency_ms', math.nan):.1f} ms)"
+        for run in [*runs, *entry.get("extra_runs", [])]
+        if run["variant"] == "promsched" and finite(run.get("bind_ms_mean"))
+    ]
+    if bindings:
+        lines += [
+            "promsched's mean binding request, as it timed it (what the API server took to serve one): "
+            f"{'; '.join(bindings)}.",
+            "",
+        ]
     lines += _writes_per_pod(rows(runs))
     for run in [*runs, *entry.get("extra_runs", [])]:
         restarts = run.get("watch_restarts", [])

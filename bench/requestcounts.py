@@ -9,12 +9,15 @@ of the same counters read while no scheduler runs.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 METRIC = "apiserver_request_total"
+# Seconds spent serving each kind of request so far (the histogram's sum; watches are not in it).
+SECONDS_METRIC = "apiserver_request_duration_seconds_sum"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -49,6 +52,17 @@ class RequestKey:
 
 Counts = dict[RequestKey, float]
 
+BINDING = RequestKey("POST", "", "pods", "binding")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the API server's request counters: how many of each request it served so far,
+    and the seconds it spent serving them (from its receiving a request to its writing the answer)."""
+
+    totals: Counts
+    seconds: Counts
+
 
 def samples(text: str, metric: str) -> Iterator[tuple[dict[str, str], float]]:
     """(labels, value) of each sample of `metric` (with labels) in a Prometheus text exposition."""
@@ -71,8 +85,24 @@ def by_label(text: str, metric: str, label: str) -> dict[str, float]:
 def parse_request_totals(text: str) -> Counts:
     """`apiserver_request_total` of a /metrics text, summed over the labels other than verb, group,
     resource and subresource (code, component, scope, version, dry_run)."""
+    return _by_request(text, METRIC)
+
+
+def parse_reading(text: str) -> Reading:
+    return Reading(_by_request(text, METRIC), _by_request(text, SECONDS_METRIC))
+
+
+def mean_ms(
+    seconds: Mapping[RequestKey, float], counts: Mapping[RequestKey, float], key: RequestKey
+) -> float:
+    """The mean time the API server took to serve one `key` request, in milliseconds (NaN for none)."""
+    count = counts.get(key, 0.0)
+    return 1000.0 * seconds.get(key, 0.0) / count if count else math.nan
+
+
+def _by_request(text: str, metric: str) -> Counts:
     counts: Counts = {}
-    for labels, value in samples(text, METRIC):
+    for labels, value in samples(text, metric):
         key = RequestKey(
             labels.get("verb", ""),
             labels.get("group", ""),

@@ -31,6 +31,7 @@ FIGURES = (
     "peak_rss_mb",
     "apiserver_cpu_s",
     "apiserver_ms_per_bind",
+    "apiserver_bind_latency_ms",
     "scheduling_writes_per_pod",
     "decide_ms_mean",
     "bind_ms_mean",

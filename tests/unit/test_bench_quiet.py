@@ -17,7 +17,9 @@ from bench.requestcounts import (
     by_label,
     difference,
     event_occurrences,
+    mean_ms,
     net_of_baseline,
+    parse_reading,
     parse_request_totals,
     per_minute,
     rate_series,
@@ -301,3 +303,15 @@ def test_ratios_and_targets_compare_promsched_with_kube_scheduler() -> None:
     assert "**The park was 1 minutes, shorter than the issue's 10.**" in text
     assert "- max time to bind within 10 s of kube-scheduler's: **no**" in text
     assert "| PATCH pods/status | 30.0 | 60.0 | 0.0 |" in text
+
+
+def test_reading_gives_each_request_kinds_count_and_serving_seconds() -> None:
+    seconds = (
+        'apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="",resource="pods",'
+        'scope="resource",subresource="binding",verb="POST",version="v1"} 0.9'
+    )
+    reading = parse_reading(METRICS + "\n" + seconds)
+    assert reading.totals == parse_request_totals(METRICS)
+    assert reading.seconds == {BINDING: 0.9}
+    assert mean_ms(reading.seconds, reading.totals, BINDING) == pytest.approx(1000 * 0.9 / 42)
+    assert math.isnan(mean_ms(reading.seconds, reading.totals, RequestKey("DELETE", "", "pods")))
