@@ -185,10 +185,13 @@ def _opening(results: dict[str, Any]) -> list[str]:
         f"policy: the "
         f"five built-in plugins, refreshInterval {settings['refresh']} (Prometheus queries are counted from "
         f'Prometheus\'s own `prometheus_http_requests_total{{handler="/api/v1/query"}}`). CPU and peak RSS: '
-        f"/proc of the scheduler process (CPU over the run, RSS = VmHWM since its start); API server CPU per "
+        f"/proc of the scheduler process (CPU over the run, RSS = VmHWM since its start); a run ends once "
+        f"every pod is bound and the API server counted an event write per pod (or none for 1 s), so events "
+        f"a scheduler writes behind its bindings are in its CPU. API server CPU per "
         f"binding = kube-apiserver CPU over the run (creates, bindings, events, watches, kwok's pod status "
-        f"updates) / pods bound. Utilisation = node's simulated load profile + placed pods' requests / "
-        f"allocatable (3900m, 15Gi); std and max over all nodes.",
+        f"updates) / pods bound; API server bind latency = its own mean time serving one binding "
+        f"(apiserver_request_duration_seconds). Utilisation = node's simulated load profile + placed pods' "
+        f"requests / allocatable (3900m, 15Gi); std and max over all nodes.",
         "",
         f"Each row is the median of {settings.get('repeats', 1)} repeat(s), run interleaved (every variant "
         f"and mode once, then again), with the range (min-max) in brackets; ratios are of medians. Sched "

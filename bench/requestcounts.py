@@ -119,6 +119,11 @@ def difference(before: Mapping[RequestKey, float], after: Mapping[RequestKey, fl
     return {key: value for key, value in grown.items() if value > 0}
 
 
+def event_writes(counts: Mapping[RequestKey, float]) -> float:
+    """Events created or patched (core and events.k8s.io)."""
+    return sum(value for key, value in counts.items() if key.is_write and key.resource == "events")
+
+
 def writes(counts: Mapping[RequestKey, float]) -> Counts:
     return {key: value for key, value in counts.items() if key.is_write}
 
