@@ -83,7 +83,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
         )
         up_seconds = time.monotonic() - started
         credentials = from_kubeconfig(sandbox.kubeconfig)
-        apply_policy(sandbox, settings.refresh)
+        apply_policy(sandbox, settings.refresh, nodes)
         # Interleaved (every variant and mode once, then again): a slow spell of the shared machine falls
         # on one repeat of several rows, not on every repeat of one; the report takes medians.
         for repeat in range(settings.repeats):

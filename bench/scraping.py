@@ -26,6 +26,12 @@ def prometheus_queries(url: str, handlers: tuple[str, ...] = ("/api/v1/query",))
     return total
 
 
+def answered_plugins(url: str) -> set[str]:
+    """The plugins whose queries Prometheus has answered since promsched started (each sets its
+    promsched_metric_age_seconds once it has samples)."""
+    return set(by_label(metrics_text(url), "promsched_metric_age_seconds", "plugin"))
+
+
 def promsched_timings(url: str | None) -> dict[str, float]:
     """promsched's mean decision time (filter and score one pod) and binding time, from its /metrics."""
     if url is None:

@@ -4,6 +4,7 @@ started as a sandbox process (and left to settle before it is measured)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import ssl
 import sys
@@ -17,6 +18,7 @@ import yaml
 
 from bench.commanding import REPO, Report
 from bench.kubeapi import cpu_seconds
+from bench.scraping import answered_plugins
 from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.demoing import install_crd, start_scheduler
 from promsched.sandbox.supervising import Supervisor, free_port, wait_until
@@ -52,11 +54,22 @@ VARIANTS = (
 LABELS = {variant.key: variant.label for variant in VARIANTS}
 
 
-def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
+# The sandbox's Prometheus shares 2 cores with everything else: at 5000 nodes the cpu plugin's query alone
+# took ~3 s while kube-scheduler ran, and five at once ran past a 5 s timeout, so promsched went without
+# metrics for minutes. A cluster that size has a Prometheus sized for it; the sandbox gets the time.
+QUERY_SECONDS_PER_1000_NODES = 5
+
+
+def query_timeout(nodes: int) -> str:
+    """The benchmark policy's Prometheus timeout for a sandbox of `nodes` nodes: 5 s up to 1000."""
+    return f"{QUERY_SECONDS_PER_1000_NODES * max(1, math.ceil(nodes / 1000))}s"
+
+
+def policy_spec(prometheus_url: str, refresh: str, timeout: str = query_timeout(0)) -> dict[str, Any]:
     """The benchmark's policy: the five built-in plugins, CPU and memory weighing most."""
     return {
         "schedulerName": VARIANTS[0].scheduler_name,
-        "prometheus": {"url": prometheus_url, "timeout": "5s"},
+        "prometheus": {"url": prometheus_url, "timeout": timeout},
         "refreshInterval": refresh,
         "staleAfter": "2m",
         "plugins": [
@@ -69,13 +82,13 @@ def policy_spec(prometheus_url: str, refresh: str) -> dict[str, Any]:
     }
 
 
-def apply_policy(sandbox: Sandbox, refresh: str) -> None:
+def apply_policy(sandbox: Sandbox, refresh: str, nodes: int = 0) -> None:
     install_crd(sandbox)
     policy = {
         "apiVersion": "promsched.io/v1alpha1",
         "kind": "SchedulingPolicy",
         "metadata": {"name": POLICY_NAME},
-        "spec": policy_spec(sandbox.prometheus_url, refresh),
+        "spec": policy_spec(sandbox.prometheus_url, refresh, query_timeout(nodes)),
     }
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
 
@@ -84,6 +97,23 @@ def apply_policy(sandbox: Sandbox, refresh: str) -> None:
 # pause before it lists a kind again after Kopf's own initial list of it (intake's RELIST_QUIET, 1 s),
 # so that list (1000 nodes: about 0.3 s of CPU; 5000: about 1.4 s) is not measured as the run's.
 QUIET_SECONDS = 2.5
+
+
+# Five plugins' first answers; at 5000 nodes a refresh takes up to their timeout (25 s) on 2 cores.
+METRICS_WAIT_SECONDS = 180.0
+
+
+def _wait_for_metrics(url: str) -> None:
+    """Wait until every plugin of the benchmark's policy has had an answer from Prometheus in this
+    promsched process: pods created earlier would wait for the first snapshot (as the policy's
+    MetricsComplete condition tells a user), measuring Prometheus's start rather than the scheduler.
+    kube-scheduler starts its runs with its informers synced."""
+    wanted = {plugin["name"] for plugin in policy_spec("", "")["plugins"]}
+    wait_until(
+        "promsched's first answer for every plugin",
+        lambda: wanted <= answered_plugins(url),
+        METRICS_WAIT_SECONDS,
+    )
 
 
 def _wait_quiet(pid: int, limit: float = 60.0, busy: float = 0.3) -> None:
@@ -165,6 +195,7 @@ def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[i
         url = start_scheduler(
             sandbox, lambda _line: None, name=variant.process, extra=budget if variant.qps else ()
         )
+        _wait_for_metrics(url)
     elif variant.kind == "kube-scheduler":
         _start_kube_scheduler(sandbox, variant, supervisor)
     else:
