@@ -23,6 +23,7 @@ COLUMNS = (
     ("Peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
     ("API server CPU/bind (ms)", "apiserver_ms_per_bind", "{:.2f}"),
     ("API server bind latency (ms)", "apiserver_bind_latency_ms", "{:.1f}"),
+    ("Prometheus CPU/pod (ms)", "prometheus_ms_per_pod", "{:.2f}"),
     ("Sched writes/pod", "scheduling_writes_per_pod", "{:.2f}"),
     ("CPU util std (%)", "spread.cpu_std", "{:.2f}"),
     ("CPU util max (%)", "spread.cpu_max", "{:.1f}"),
@@ -40,6 +41,7 @@ RATIO_KEYS = {
     "peak_rss_mb",
     "apiserver_ms_per_bind",
     "apiserver_bind_latency_ms",
+    "prometheus_ms_per_pod",
     "scheduling_writes_per_pod",
     "spread.cpu_std",
     "spread.cpu_max",
@@ -190,8 +192,9 @@ def _opening(results: dict[str, Any]) -> list[str]:
         f"a scheduler writes behind its bindings are in its CPU. API server CPU per "
         f"binding = kube-apiserver CPU over the run (creates, bindings, events, watches, kwok's pod status "
         f"updates) / pods bound; API server bind latency = its own mean time serving one binding "
-        f"(apiserver_request_duration_seconds). Utilisation = node's simulated load profile + placed pods' "
-        f"requests / allocatable (3900m, 15Gi); std and max over all nodes.",
+        f"(apiserver_request_duration_seconds); Prometheus CPU per pod = the sandbox's Prometheus's CPU over "
+        f"the run (scrapes, and promsched's queries) / pods bound. Utilisation = node's simulated load "
+        f"profile + placed pods' requests / allocatable (3900m, 15Gi); std and max over all nodes.",
         "",
         f"Each row is the median of {settings.get('repeats', 1)} repeat(s), run interleaved (every variant "
         f"and mode once, then again), with the range (min-max) in brackets; ratios are of medians. Sched "
@@ -239,14 +242,15 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     if decisions:
         lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
     bindings = [
-        f"{run['mode']} {run['pods']} pods: {run['bind_ms_mean']:.1f} ms "
-        f"(the API server's {run.get('apiserver_bind_latency_ms', math.nan):.1f} ms)"
+        f"{run['mode']} {run['pods']} pods: {run['bind_ms_mean']:.1f} ms"
+        + (f" ({served:.1f} ms)" if finite(served := run.get("apiserver_bind_latency_ms")) else "")
         for run in [*runs, *entry.get("extra_runs", [])]
         if run["variant"] == "promsched" and finite(run.get("bind_ms_mean"))
     ]
     if bindings:
         lines += [
-            "promsched's mean binding request, as it timed it (what the API server took to serve one): "
+            "promsched's mean binding request, as it timed it (in brackets what the API server took to "
+            "serve one): "
             f"{'; '.join(bindings)}.",
             "",
         ]

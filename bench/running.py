@@ -163,6 +163,7 @@ def _spy(pid: int, profile_to: Path) -> subprocess.Popen[bytes]:
 class Counters:
     scheduler_cpu: float = 0.0
     apiserver_cpu: float = 0.0
+    prometheus_cpu: float = 0.0
     queries: float = 0.0
     at: float = 0.0
 
@@ -183,7 +184,9 @@ def run_once(
     `profile_to` when given."""
     supervisor = Supervisor(sandbox.directory)
     apiserver = supervisor.get("kube-apiserver")
+    prometheus = supervisor.get("prometheus")
     assert apiserver is not None
+    assert prometheus is not None
     namespace = f"bench-{variant.key}-{mode}-{pods}-{repeat}"
     wall = time.monotonic()
     load = _load_average()
@@ -198,6 +201,7 @@ def run_once(
             into.at = time.monotonic()
             into.scheduler_cpu = cpu_seconds(pid)
             into.apiserver_cpu = cpu_seconds(apiserver.pid)
+            into.prometheus_cpu = cpu_seconds(prometheus.pid)
             into.queries = prometheus_queries(sandbox.prometheus_url)
 
         def at_start() -> None:
@@ -269,6 +273,11 @@ def run_once(
         "writes_per_pod": {key.label: n / bound for key, n in sorted(writes(times.requests).items())}
         if bound
         else {},
+        # Prometheus shares the machine: promsched's queries (and its scrapes, the same for every variant)
+        # take CPU from the API server the bindings wait on.
+        "prometheus_ms_per_pod": 1000 * (end.prometheus_cpu - start.prometheus_cpu) / bound
+        if bound
+        else math.nan,
         "apiserver_ms_per_bind": 1000 * (end.apiserver_cpu - start.apiserver_cpu) / bound
         if bound
         else math.nan,

@@ -32,6 +32,7 @@ FIGURES = (
     "apiserver_cpu_s",
     "apiserver_ms_per_bind",
     "apiserver_bind_latency_ms",
+    "prometheus_ms_per_pod",
     "scheduling_writes_per_pod",
     "decide_ms_mean",
     "bind_ms_mean",
