@@ -273,7 +273,7 @@ def run_once(
         "writes_per_pod": {key.label: n / bound for key, n in sorted(writes(times.requests).items())}
         if bound
         else {},
-        # Prometheus shares the machine: promsched's queries (and its scrapes, the same for every variant)
+        # Prometheus shares the machine: promsched's queries (and its own scrapes, alike for every variant)
         # take CPU from the API server the bindings wait on.
         "prometheus_ms_per_pod": 1000 * (end.prometheus_cpu - start.prometheus_cpu) / bound
         if bound
