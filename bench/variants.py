@@ -107,6 +107,7 @@ def _wait_for_metrics(url: str) -> None:
     """Wait until every plugin of the benchmark's policy has had an answer from Prometheus in this
     promsched process: pods created earlier would wait for the first snapshot (as the policy's
     MetricsComplete condition tells a user), measuring Prometheus's start rather than the scheduler.
+    Not `demoing.wait_for_metrics`: the policy's condition still holds the previous run's process's True.
     kube-scheduler starts its runs with its informers synced."""
     wanted = {plugin["name"] for plugin in policy_spec("", "")["plugins"]}
     wait_until(

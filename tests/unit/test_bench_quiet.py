@@ -13,6 +13,7 @@ from bench.quiet_parking import taint_patch
 from bench.quiet_reporting import markdown, ratios, targets
 from bench.quiet_runs import OWN_WRITES, Room, Run, Sample, plan_room, summarise
 from bench.requestcounts import (
+    BINDING,
     RequestKey,
     by_label,
     difference,
@@ -53,7 +54,6 @@ METRICS = "\n".join(
     ]
 )
 
-BINDING = RequestKey("POST", "", "pods", "binding")
 CONDITION = RequestKey("PATCH", "", "pods", "status")
 EVENT = RequestKey("POST", "events.k8s.io", "events")
 LEASE = RequestKey("PUT", "coordination.k8s.io", "leases")

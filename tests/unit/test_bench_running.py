@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.requestcounts import Reading, RequestKey
+from bench.requestcounts import BINDING, Reading, RequestKey
 from bench.running import EVENTS_SETTLE_LIMIT, EVENTS_STILL_SECONDS, events_settled
 
 EVENTS = RequestKey("POST", "events.k8s.io", "events")
-BINDING = RequestKey("POST", "", "pods", "binding")
 
 
 class FakeServer:
