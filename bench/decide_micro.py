@@ -36,6 +36,7 @@ from promsched.api.policies import parse_spec
 from promsched.kube.requests import Request
 from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
+from promsched.metrics.scoring import ScoreMemo
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.caches import ClusterCache
@@ -190,6 +191,9 @@ class FixedRefresher:
 
     async def stop(self) -> None:
         return
+
+    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
+        return ScoreMemo()
 
 
 def pod_object(index: int, scheduler_name: str) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from promsched.metrics.identifying import NodeDirectory, assign_nodes
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient, PrometheusEndpoint
+from promsched.metrics.samples import QueryResult
+from promsched.metrics.scoring import ScoreMemo, prescore
 from promsched.metrics.snapshots import PluginSnapshot, Snapshot, empty_usage
 from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage, refresh_usage
 
@@ -66,6 +68,13 @@ async def _refresh_plugin(
     observer.query_finished(plugin.name, time.monotonic() - started, None)
     if previous is not None and previous.error is not None:
         logger.info("Plugin %s: the query works again", plugin.name)
+    return await asyncio.to_thread(_plugin_snapshot, plugin, result, directory, at)
+
+
+def _plugin_snapshot(
+    plugin: Plugin, result: QueryResult, directory: NodeDirectory, at: float
+) -> PluginSnapshot:
+    # Run off the event loop (pure work on immutable inputs): a node per series, a sample per node.
     assignment = assign_nodes(result, plugin.identity, directory)
     return PluginSnapshot(
         plugin=plugin,
@@ -141,12 +150,18 @@ class Refresher:
         self._observer = observer or RefreshObserver()
         self._client = PrometheusClient(endpoint)
         self._latest = Snapshot.empty(plan, time.time())
+        self._scores = ScoreMemo()
         self._task: asyncio.Task[None] | None = None
         self._refresh_lock = asyncio.Lock()
 
     @property
     def latest(self) -> Snapshot:
         return self._latest
+
+    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
+        """The nodes' scores worked out from `snapshot` when it was taken, if it is the latest; else
+        an empty memo. Hand it to one owner: from then on it fills as pods are scored."""
+        return self._scores if snapshot is self._latest else ScoreMemo()
 
     @property
     def client(self) -> PrometheusClient:
@@ -164,9 +179,14 @@ class Refresher:
     async def refresh(self) -> Snapshot:
         """Refresh now and return the new snapshot (also what the loop does each interval)."""
         async with self._refresh_lock:
-            self._latest = await take_snapshot(
-                self.plan, self._client, self._nodes(), previous=self._latest, observer=self._observer
+            directory = self._nodes()
+            snapshot = await take_snapshot(
+                self.plan, self._client, directory, previous=self._latest, observer=self._observer
             )
+            # Scored off the event loop, so the first pod after a refresh does not score every node on it
+            # (~0.2 s at 5000 nodes, while every other pod waits).
+            self._scores = await asyncio.to_thread(prescore, snapshot, directory.names)
+            self._latest = snapshot
         self._observer.snapshot_taken(self._latest)
         return self._latest
 

@@ -132,6 +132,14 @@ def score_nodes(
 _NO_EXTRA: Mapping[str, float] = MappingProxyType({})
 
 
+def prescore(snapshot: Snapshot, nodes: Iterable[str]) -> ScoreMemo:
+    """A memo with every node of `nodes` scored without extra load, as of now: pure work on the
+    immutable snapshot, so it may run on another thread."""
+    memo = ScoreMemo()
+    score_nodes(snapshot, nodes, memo=memo)
+    return memo
+
+
 def incoming_pod_reason(plugin: Plugin, node: str, value: float, percent: float) -> FilterReason | None:
     """Why the node is filtered when an incoming pod's `percent` of it would take `plugin`'s `value`
     past its threshold: the same key as the threshold's own reason, so the counts add up."""

@@ -30,6 +30,7 @@ from promsched.metrics.planning import Plan, endpoint_from_policy, plan_from_pol
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusEndpoint, SecretReader
 from promsched.metrics.refreshing import Refresher, RefreshObserver
+from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
@@ -78,7 +79,8 @@ class PolicyRuntime:
     def memo_for(self, snapshot: Snapshot) -> DecisionMemo:
         """What decisions on `snapshot` work out once; a new snapshot starts a new memo."""
         if self.memo is None or self.memo.snapshot is not snapshot:
-            self.memo = DecisionMemo(snapshot)
+            scores = self.refresher.scores_for(snapshot) if self.refresher is not None else ScoreMemo()
+            self.memo = DecisionMemo(snapshot, scores)
         return self.memo
 
     @property

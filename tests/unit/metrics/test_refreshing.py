@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ from promsched.metrics import (
     RefreshObserver,
     Snapshot,
     plan_from_policy,
+    querying,
+    refreshing,
     score_nodes,
     take_snapshot,
 )
@@ -222,3 +225,41 @@ async def test_the_loop_outlives_an_unexpected_error(
         await refresher.stop()
     assert calls >= 2
     assert "node index not ready" in caplog.text
+
+
+async def test_a_refresh_parses_and_scores_every_node_off_the_event_loop(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
+    threads: dict[str, set[int]] = {}
+
+    # The answer's parse, each plugin's samples and the nodes' scores: each must run off the loop.
+    def recorded(module: Any, name: str) -> None:
+        work = getattr(module, name)
+
+        def recording(*args: Any) -> Any:
+            threads.setdefault(name, set()).add(threading.get_ident())
+            return work(*args)
+
+        monkeypatch.setattr(module, name, recording)
+
+    recorded(querying, "_vector")
+    recorded(refreshing, "_plugin_snapshot")
+    recorded(refreshing, "prescore")
+    refresher = Refresher(plan, prometheus.endpoint(), lambda: NODES)
+    try:
+        snapshot = await refresher.refresh()
+    finally:
+        await refresher.stop()
+
+    assert set(threads) == {"_vector", "_plugin_snapshot", "prescore"}
+    assert threading.get_ident() not in set.union(*threads.values())
+    scores = refresher.scores_for(snapshot)
+    assert scores.snapshot is snapshot
+    assert scores.scored is not None
+    nodes = sorted(NODES.names)
+    expected = score_nodes(snapshot, nodes, now=scores.scored.since)
+    assert scores.scored.results == {result.node: result for result in expected}
+    # Only the latest snapshot comes with its scores.
+    assert refresher.scores_for(Snapshot.empty(plan, snapshot.taken_at)).scored is None

@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.metrics import PrometheusClient, plan_from_policy
+from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.nodes import NodeInfo
@@ -49,6 +50,9 @@ class StillRefresher:
     def __init__(self, snapshot: Snapshot, client: PrometheusClient) -> None:
         self.latest = snapshot
         self.client = client
+
+    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
+        return ScoreMemo()
 
 
 def workload(name: str, cpu_milli: int, *, priority: int = 0, controller: str = "") -> PodInfo:

@@ -17,7 +17,7 @@ from promsched.api.statuses import Decision
 from promsched.kube.requests import Request
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
-from promsched.metrics.scoring import NodeResult
+from promsched.metrics.scoring import NodeResult, ScoreMemo
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide, feasible_nodes_to_find
 from promsched.scheduling.filters import DEFAULT_FILTERS
@@ -57,6 +57,9 @@ class FakeRefresher:
         return True
 
     async def stop(self) -> None: ...
+
+    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
+        return ScoreMemo()
 
 
 def policy(name: str = "p", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:

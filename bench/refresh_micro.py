@@ -1,0 +1,146 @@
+"""How long a metrics refresh holds up the scheduling loop, without a cluster:
+
+    python -m bench.refresh_micro [--nodes 5000] [--rounds 5]
+
+A stand-in Prometheus in another process answers every query with one series per node, as
+node_exporter's joined with `node_uname_info` would (fresh values each time). In this process a
+`Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each refresh
+the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The heap
+is frozen after set-up, as the operator freezes it once its initial lists are in. A ticker
+on the event loop, asking to wake every millisecond, records how late it woke: the longest wait is how
+long a pod arriving then would have waited for the loop. It also reports the process's CPU per refresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+from bench.decide_micro import bench_policy, build, pod
+from promsched.api.policies import parse_spec
+from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
+from promsched.sandbox.supervising import free_port, wait_until
+from promsched.scheduling.deciding import decide
+from promsched.scheduling.recording import PolicyStatus
+from promsched.scheduling.runtimes import PolicyRuntime
+
+# The stand-in: stdlib only, one answer body per request with the current time, threads for the five
+# plugins' concurrent queries.
+_SERVER = textwrap.dedent(
+    """
+    import json, random, sys, time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    port, nodes = int(sys.argv[1]), int(sys.argv[2])
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            now = time.time()
+            result = [
+                {"metric": {"instance": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:9100",
+                            "nodename": f"node-{i}"},
+                 "value": [now, str(random.uniform(5, 95))]}
+                for i in range(nodes)
+            ]
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        def log_message(self, *args):
+            pass
+    ThreadingHTTPServer(("127.0.0.1", port), Answer).serve_forever()
+    """
+)
+
+
+async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        asked = loop.time()
+        await asyncio.sleep(0.001)
+        lateness.append(loop.time() - asked - 0.001)
+
+
+async def _measure(nodes: int, rounds: int, url: str) -> list[dict[str, Any]]:
+    cache, _ = build(nodes)
+    plan = plan_from_policy(parse_spec(bench_policy()))
+    directory = NodeDirectory.of(cache.nodes)
+    refresher = Refresher(plan, PrometheusEndpoint(url=url, timeout_seconds=60), lambda: directory)
+    runtime = PolicyRuntime("bench", "", PolicyStatus(history=10), refresher=refresher)
+    rng = random.Random(1)
+    await refresher.refresh()  # the first: connections opened, nothing measured
+    # As the operator does once its initial lists are in (wiring.freeze_when_synced).
+    gc.collect()
+    gc.freeze()
+    rows = []
+    try:
+        for index in range(rounds):
+            lateness: list[float] = []
+            stop = asyncio.Event()
+            ticker = asyncio.create_task(_ticker(lateness, stop))
+            await asyncio.sleep(0.05)
+            cpu = time.process_time()
+            snapshot = await refresher.refresh()
+            started = time.process_time()
+            decide(pod(index), cache, snapshot, memo=runtime.memo_for(snapshot), start=0, rng=rng)
+            decided = time.process_time()
+            await asyncio.sleep(0.05)
+            stop.set()
+            await ticker
+            rows.append(
+                {
+                    "round": index,
+                    "loop_wait_max_ms": 1000 * max(lateness),
+                    "loop_wait_p99_ms": 1000 * statistics.quantiles(lateness, n=100)[98],
+                    "refresh_cpu_ms": 1000 * (started - cpu),
+                    "first_decide_cpu_ms": 1000 * (decided - started),
+                }
+            )
+    finally:
+        await refresher.stop()
+    return rows
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = parser.parse_args()
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port), str(args.nodes)])
+    try:
+        wait_until("the stand-in Prometheus", lambda: _listening(port), 30, interval=0.05)
+        rows = asyncio.run(_measure(args.nodes, args.rounds, f"http://127.0.0.1:{port}"))
+    finally:
+        server.terminate()
+        server.wait()
+    for row in rows:
+        print(
+            f"{args.nodes} nodes, round {row['round']}: the loop waited at most "
+            f"{row['loop_wait_max_ms']:.1f} ms (p99 {row['loop_wait_p99_ms']:.1f}); refresh "
+            f"{row['refresh_cpu_ms']:.0f} ms CPU, first decision after it {row['first_decide_cpu_ms']:.1f} ms"
+        )
+    if args.json:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""A policy's runtime: one decision memo per snapshot, starting from the scores its refresher worked out."""
+
+from __future__ import annotations
+
+from promsched.metrics.scoring import ScoreMemo, prescore
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.recording import PolicyStatus
+from promsched.scheduling.runtimes import PolicyRuntime
+from support.snapshots import cpu_snapshot
+
+
+class ScoredRefresher:
+    """A refresher whose latest snapshot was scored when taken, as `Refresher.refresh` does."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.latest = snapshot
+        self.scores = prescore(snapshot, ["node-0", "node-1"])
+
+    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
+        return self.scores if snapshot is self.latest else ScoreMemo()
+
+
+def test_a_new_snapshot_starts_its_memo_from_the_refreshers_scores() -> None:
+    snapshot = cpu_snapshot({"node-0": 10, "node-1": 20})
+    refresher = ScoredRefresher(snapshot)
+    runtime = PolicyRuntime("p", "", PolicyStatus(history=10), refresher=refresher)  # type: ignore[arg-type]
+
+    memo = runtime.memo_for(snapshot)
+    assert memo.scores is refresher.scores
+    assert runtime.memo_for(snapshot) is memo
+
+    later = cpu_snapshot({"node-0": 30})
+    assert runtime.memo_for(later).scores is not refresher.scores
+    runtime.refresher = None
+    assert runtime.memo_for(snapshot).scores.scored is None
