@@ -5,10 +5,11 @@
 A stand-in Prometheus in another process answers every query with one series per node, as
 node_exporter's joined with `node_uname_info` would (fresh values each time). In this process a
 `Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each refresh
-the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The heap
-is frozen after set-up, as the operator freezes it once its initial lists are in. A ticker
-on the event loop, asking to wake every millisecond, records how late it woke: the longest wait is how
-long a pod arriving then would have waited for the loop. It also reports the process's CPU per refresh.
+the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The
+garbage collector is settled after set-up as the operator settles it once its initial lists are in
+(`wiring.settle_collector`: the heap frozen, full collections made rarer). A ticker on the event loop,
+asking to wake every millisecond, records how late it woke: the longest wait is how long a pod arriving
+then would have waited for the loop. It also reports the process's CPU per refresh.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from bench.decide_micro import bench_policy, build, pod
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
+from promsched.operating.wiring import FULL_COLLECTION_EVERY, settle_collector
 from promsched.sandbox.supervising import free_port, wait_until
 from promsched.scheduling.deciding import decide
 from promsched.scheduling.recording import PolicyStatus
@@ -72,7 +74,7 @@ async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
         lateness.append(loop.time() - asked - 0.001)
 
 
-async def _measure(nodes: int, rounds: int, url: str) -> list[dict[str, Any]]:
+async def _measure(nodes: int, rounds: int, url: str, full_every: int) -> list[dict[str, Any]]:
     cache, _ = build(nodes)
     plan = plan_from_policy(parse_spec(bench_policy()))
     directory = NodeDirectory.of(cache.nodes)
@@ -80,11 +82,12 @@ async def _measure(nodes: int, rounds: int, url: str) -> list[dict[str, Any]]:
     runtime = PolicyRuntime("bench", "", PolicyStatus(history=10), refresher=refresher)
     rng = random.Random(1)
     await refresher.refresh()  # the first: connections opened, nothing measured
-    # As the operator does once its initial lists are in (wiring.freeze_when_synced).
-    gc.collect()
-    gc.freeze()
+    thresholds = gc.get_threshold()
     rows = []
     try:
+        settle_collector()  # as the operator does once its initial lists are in
+        gc.set_threshold(*thresholds[:2], full_every)
+        collections = gc.get_stats()[2]["collections"]
         for index in range(rounds):
             lateness: list[float] = []
             stop = asyncio.Event()
@@ -108,10 +111,13 @@ async def _measure(nodes: int, rounds: int, url: str) -> list[dict[str, Any]]:
                     "loop_wait_p99_ms": 1000 * sorted(lateness)[(len(lateness) - 1) * 99 // 100],
                     "refresh_cpu_ms": 1000 * (started - cpu),
                     "first_decide_cpu_ms": 1000 * (decided - started),
+                    "full_collections": gc.get_stats()[2]["collections"] - collections,
                 }
             )
     finally:
         await refresher.stop()
+        gc.unfreeze()  # the process's collector as it was: a caller (a test) may go on
+        gc.set_threshold(*thresholds)
     return rows
 
 
@@ -120,13 +126,14 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def measure(nodes: int, rounds: int) -> list[dict[str, Any]]:
-    """One row per refresh after the first, against a stand-in Prometheus answering for `nodes` nodes."""
+def measure(nodes: int, rounds: int, full_every: int = FULL_COLLECTION_EVERY) -> list[dict[str, Any]]:
+    """One row per refresh after the first, against a stand-in Prometheus answering for `nodes` nodes;
+    full garbage collections once per `full_every` middle-generation ones."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port), str(nodes)])
     try:
         wait_until("the stand-in Prometheus", lambda: _listening(port), 30, interval=0.05)
-        return asyncio.run(_measure(nodes, rounds, f"http://127.0.0.1:{port}"))
+        return asyncio.run(_measure(nodes, rounds, f"http://127.0.0.1:{port}", full_every))
     finally:
         server.terminate()
         server.wait()
@@ -136,14 +143,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--full-collections-every",
+        type=int,
+        default=FULL_COLLECTION_EVERY,
+        help=f"the collector's third threshold (the operator's: {FULL_COLLECTION_EVERY}; Python's: 10)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
-    rows = measure(args.nodes, args.rounds)
+    rows = measure(args.nodes, args.rounds, args.full_collections_every)
     for row in rows:
         print(
             f"{args.nodes} nodes, round {row['round']}: the loop waited at most "
             f"{row['loop_wait_max_ms']:.1f} ms (p99 {row['loop_wait_p99_ms']:.1f}); refresh "
-            f"{row['refresh_cpu_ms']:.0f} ms CPU, first decision after it {row['first_decide_cpu_ms']:.1f} ms"
+            f"{row['refresh_cpu_ms']:.0f} ms CPU, first decision after it "
+            f"{row['first_decide_cpu_ms']:.1f} ms; {row['full_collections']} full collection(s) so far"
         )
     if args.json:
         print(json.dumps(rows))

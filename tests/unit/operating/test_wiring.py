@@ -17,6 +17,7 @@ from promsched.kube.credentials import Credentials, FixedToken
 from promsched.kube.sending import KubeClient
 from promsched.operating import listening
 from promsched.operating.wiring import (
+    FULL_COLLECTION_EVERY,
     TLS_READ_BUFFER,
     Memo,
     NoDiffBase,
@@ -126,16 +127,20 @@ async def test_a_startup_that_fails_stops_what_it_started_and_is_not_retried() -
 
 async def test_the_heap_is_frozen_once_the_initial_lists_are_in() -> None:
     synced = asyncio.Event()
+    thresholds = gc.get_threshold()
     freezing = asyncio.create_task(freeze_when_synced(synced))
     try:
         await asyncio.sleep(0)  # the task runs up to its wait
         assert not freezing.done()
         assert gc.get_freeze_count() == 0
+        assert gc.get_threshold()[2] != FULL_COLLECTION_EVERY
         synced.set()
         await freezing
         assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (*thresholds[:2], FULL_COLLECTION_EVERY)
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 # ----- Kopf's path of watch events -------------------------------------------------------------------------
