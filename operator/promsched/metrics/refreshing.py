@@ -184,7 +184,7 @@ class Refresher:
                 self.plan, self._client, directory, previous=self._latest, observer=self._observer
             )
             # Scored off the event loop, so the first pod after a refresh does not score every node on it
-            # (~0.2 s at 5000 nodes, while every other pod waits).
+            # (50-125 ms at 5000 nodes, while every other pod waits).
             self._scores = await asyncio.to_thread(prescore, snapshot, directory.names)
             self._latest = snapshot
         self._observer.snapshot_taken(self._latest)

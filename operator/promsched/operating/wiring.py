@@ -215,7 +215,7 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
 
 
 # Full collections after the freeze: one per this many middle-generation collections (Python's default
-# is 10). Each walks everything kept since the freeze, at 5000 nodes mostly the metrics snapshots: 30-90 ms
+# is 10). Each walks everything kept since the freeze, at 5000 nodes mostly the metrics snapshots: 30-180 ms
 # a pass with the event loop held, about two passes per refresh at the default (bench.refresh_micro).
 FULL_COLLECTION_EVERY = 100
 
