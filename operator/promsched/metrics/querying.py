@@ -32,6 +32,7 @@ from promsched.metrics.errors import (
     PrometheusTimeout,
     PrometheusUnreachable,
 )
+from promsched.metrics.offloading import off_loop
 from promsched.metrics.samples import QueryResult, Series
 
 logger = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class PrometheusClient:
             raise PrometheusUnreachable(message, query=query) from error
         # Off the event loop: one node_exporter answer of a 5000-node cluster (~0.6 MB) takes tens of ms
         # to decode and parse, which would hold up every pod waiting to be scheduled.
-        return await asyncio.to_thread(_vector, status, body, query)
+        return await off_loop(_vector, status, body, query)
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:

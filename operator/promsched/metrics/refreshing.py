@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import NodeDirectory, assign_nodes
+from promsched.metrics.offloading import off_loop
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient, PrometheusEndpoint
@@ -68,7 +69,7 @@ async def _refresh_plugin(
     observer.query_finished(plugin.name, time.monotonic() - started, None)
     if previous is not None and previous.error is not None:
         logger.info("Plugin %s: the query works again", plugin.name)
-    return await asyncio.to_thread(_plugin_snapshot, plugin, result, directory, at)
+    return await off_loop(_plugin_snapshot, plugin, result, directory, at)
 
 
 def _plugin_snapshot(
@@ -185,7 +186,7 @@ class Refresher:
             )
             # Scored off the event loop, so the first pod after a refresh does not score every node on it
             # (50-125 ms at 5000 nodes, while every other pod waits).
-            self._scores = await asyncio.to_thread(prescore, snapshot, directory.names)
+            self._scores = await off_loop(prescore, snapshot, directory.names)
             self._latest = snapshot
         self._observer.snapshot_taken(self._latest)
         return self._latest

@@ -22,6 +22,7 @@ from promsched.metrics import (
     Refresher,
     RefreshObserver,
     Snapshot,
+    offloading,
     plan_from_policy,
     querying,
     refreshing,
@@ -227,19 +228,19 @@ async def test_the_loop_outlives_an_unexpected_error(
     assert "node index not ready" in caplog.text
 
 
-async def test_a_refresh_parses_and_scores_every_node_off_the_event_loop(
+async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thread(
     prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
     prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
-    threads: dict[str, set[int]] = {}
+    threads: dict[str, set[str]] = {}
 
-    # The answer's parse, each plugin's samples and the nodes' scores: each must run off the loop.
+    # The answer's parse, each plugin's samples and the nodes' scores: on the metrics worker thread.
     def recorded(module: Any, name: str) -> None:
         work = getattr(module, name)
 
         def recording(*args: Any) -> Any:
-            threads.setdefault(name, set()).add(threading.get_ident())
+            threads.setdefault(name, set()).add(threading.current_thread().name)
             return work(*args)
 
         monkeypatch.setattr(module, name, recording)
@@ -254,7 +255,7 @@ async def test_a_refresh_parses_and_scores_every_node_off_the_event_loop(
         await refresher.stop()
 
     assert set(threads) == {"_vector", "_plugin_snapshot", "prescore"}
-    assert threading.get_ident() not in set.union(*threads.values())
+    assert {name.rsplit("_", 1)[0] for name in set.union(*threads.values())} == {offloading.WORKER_NAME}
     scores = refresher.scores_for(snapshot)
     assert scores.snapshot is snapshot
     assert scores.scored is not None
