@@ -2,7 +2,8 @@
 
 On one thread of its own, not asyncio's default pool: while several threads take the GIL in turn, the
 event loop waits behind each of them (up to the interpreter's switch interval apiece); with one, behind
-one. At 5000 nodes the loop's longest wait per refresh halved (`python -m bench.refresh_micro`).
+one. At 5000 nodes the loop's longest wait per refresh fell by about a third, median 52 -> 33 ms
+(`python -m bench.refresh_micro`).
 """
 
 from __future__ import annotations
