@@ -1,8 +1,9 @@
 """The refresh loop: one query per plugin per interval, all plugins concurrently, into a new snapshot;
-with spec.estimation.source Siblings, also one query per resource for what pods use.
+with nodeIdentity UnameNodename, also node_uname_info's hostnames, once for every plugin; with
+spec.estimation.source Siblings, also one query per resource for what pods use.
 
 A plugin whose query fails keeps its previous samples (they age into staleness) and records the error;
-the other plugins are unaffected.
+the other plugins are unaffected. A failed hostnames query fails the plugins that map through it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import NodeDirectory, assign_nodes
+from promsched.metrics.identifying import UNAME_QUERY, NodeDirectory, assign_nodes
 from promsched.metrics.offloading import off_loop
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
@@ -26,6 +27,8 @@ from promsched.metrics.snapshots import PluginSnapshot, Snapshot, empty_usage
 from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage, refresh_usage
 
 logger = logging.getLogger(__name__)
+
+HOSTNAMES_QUERY_NAME = "nodeIdentity"  # the hostnames query's name in RefreshObserver.query_finished
 
 
 class RefreshObserver:
@@ -38,10 +41,24 @@ class RefreshObserver:
         """After each refresh (metric age: ``snapshot.age_seconds(plugin, now)``)."""
 
 
+async def _with_hostnames(
+    client: PrometheusClient, directory: NodeDirectory, at: float, observer: RefreshObserver
+) -> NodeDirectory | PrometheusError:
+    """`directory` with node_uname_info's hostnames, or the error each plugin needing them reports."""
+    started = time.monotonic()
+    try:
+        uname = await client.query(UNAME_QUERY, at=at)
+    except PrometheusError as error:
+        observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, error)
+        return error
+    observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, None)
+    return directory.with_hostnames(uname)
+
+
 async def _refresh_plugin(
     plugin: Plugin,
     client: PrometheusClient,
-    directory: NodeDirectory,
+    nodes: NodeDirectory | Awaitable[NodeDirectory | PrometheusError],
     at: float,
     previous: PluginSnapshot | None,
     observer: RefreshObserver,
@@ -49,6 +66,9 @@ async def _refresh_plugin(
     started = time.monotonic()
     try:
         result = await client.query(plugin.query, at=at)
+        directory = nodes if isinstance(nodes, NodeDirectory) else await nodes
+        if isinstance(directory, PrometheusError):
+            raise directory
     except PrometheusError as error:
         observer.query_finished(plugin.name, time.monotonic() - started, error)
         # Once per new failure, not every interval while Prometheus stays down.
@@ -99,20 +119,27 @@ async def take_snapshot(
     # Evaluate at our own clock: staleness is judged against it, whatever Prometheus's clock says.
     at = time.time()
     observer = observer or RefreshObserver()
+    hostnames: asyncio.Future[NodeDirectory | PrometheusError] | None = None
+    if any(plugin.identity.uses_hostnames for plugin in plan.plugins):
+        hostnames = asyncio.ensure_future(_with_hostnames(client, directory, at, observer))
     refreshes = [
         _refresh_plugin(
             plugin,
             client,
-            directory,
+            hostnames if hostnames is not None and plugin.identity.uses_hostnames else directory,
             at,
             previous.plugins.get(plugin.name) if previous is not None else None,
             observer,
         )
         for plugin in plan.plugins
     ]
-    plugin_snapshots, pod_usage = await asyncio.gather(
-        asyncio.gather(*refreshes), _usage_refresh(plan, client, at, previous, observer)
-    )
+    try:
+        plugin_snapshots, pod_usage = await asyncio.gather(
+            asyncio.gather(*refreshes), _usage_refresh(plan, client, at, previous, observer)
+        )
+    finally:
+        if hostnames is not None:
+            hostnames.cancel()  # done by now, unless the refresh itself was cancelled
     plugins = {plugin_snapshot.plugin.name: plugin_snapshot for plugin_snapshot in plugin_snapshots}
     return Snapshot(plan=plan, taken_at=at, plugins=MappingProxyType(plugins), usage=pod_usage)
 

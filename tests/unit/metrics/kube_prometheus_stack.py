@@ -142,9 +142,12 @@ def result_labels(identity: NodeIdentity, host: Host) -> dict[str, str]:
     """The labels a plugin's query result keeps for `host` under `identity`."""
     if identity == BY_NODE_LABEL:
         return {"node": host.node}
-    if identity == BY_ADDRESS:
-        return {"instance": host.instance}
-    return {"instance": host.instance, "nodename": host.hostname}
+    return {"instance": host.instance}  # UnameNodename: looked up in `uname_answer`
+
+
+def uname_answer() -> list[tuple[dict[str, str], float]]:
+    """What UNAME_QUERY gives: each host's node_exporter instance and the hostname it reports."""
+    return [({"instance": host.instance, "nodename": host.hostname}, 1.0) for host in HOSTS]
 
 
 def network_answer(

@@ -18,6 +18,7 @@ import yaml
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.api.policies import NodeIdentitySource, PluginSpec
 from promsched.metrics import NodeIdentity, promql
+from promsched.metrics.identifying import UNAME_QUERY
 from promsched.metrics.plugins import build_plugin
 
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
@@ -78,8 +79,9 @@ INPUT_SERIES = [
 
 UNAME = NodeIdentity(NodeIdentitySource.UNAME_NODENAME)
 BY_INSTANCE = NodeIdentity.from_spec(NodeIdentitySpec(source=NodeIdentitySource.LABEL, label="instance"))
-NODE_A = {"instance": "a:9100", "nodename": "node-a"}
-NODE_B = {"instance": "b:9100", "nodename": "node-b"}
+# UnameNodename's queries keep `instance`: node_uname_info is asked once for all (test_uname_query_...).
+NODE_A = {"instance": "a:9100"}
+NODE_B = {"instance": "b:9100"}
 
 CASES: list[tuple[dict[str, Any], NodeIdentity, list[tuple[dict[str, str], float]]]] = [
     ({"name": "cpu", "timeRange": "0s"}, UNAME, [(NODE_A, 25), (NODE_B, 50)]),
@@ -155,6 +157,16 @@ def test_plugin_query_values(
 ) -> None:
     query = build_plugin(PluginSpec.model_validate(settings), identity).query
     _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected)
+
+
+def test_uname_query_gives_each_instance_its_nodename_once(tmp_path: Path) -> None:
+    # node A's node_uname_info is scraped by two jobs: still one series.
+    expected = [
+        ({"instance": "a:9100", "nodename": "node-a"}, 1),
+        ({"instance": "b:9100", "nodename": "node-b"}, 1),
+    ]
+    _assert_evaluates_to(tmp_path, INPUT_SERIES, UNAME_QUERY, expected)
+    _assert_evaluates_to(tmp_path, kps.input_series(), UNAME_QUERY, kps.uname_answer())
 
 
 @pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda i: i.source.value)

@@ -142,9 +142,9 @@ def test_custom_threshold_is_on_the_worse_side(
 
 
 def test_custom_query_uses_the_policy_identity_unless_it_names_a_label() -> None:
-    assert plugin(name="gpu", query="avg by (instance) (g)").query.startswith(
-        "(avg by (instance) (g)) * on(instance)"
-    )
+    by_policy = plugin(name="gpu", query="avg by (instance) (g)")
+    assert by_policy.query == "avg by (instance) (g)"
+    assert by_policy.identity == UNAME
     by_label = plugin(name="gpu", query="avg by (Hostname) (g)", nodeLabel="Hostname")
     assert by_label.query == "avg by (Hostname) (g)"
     assert by_label.identity == NodeIdentity(NodeIdentitySource.LABEL, "Hostname")

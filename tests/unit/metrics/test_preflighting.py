@@ -19,6 +19,7 @@ from promsched.metrics import (
     plan_from_policy,
     preflight,
 )
+from promsched.metrics.identifying import UNAME_QUERY
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 
 
@@ -90,8 +91,8 @@ async def test_every_node_is_matched_on_kube_prometheus_stack(
     plan = plan_from_policy(make_spec({"name": "network"}, nodeIdentity=settings))
     answer = kps.network_answer(identity, kps.NETWORK_PERCENT, kps.NETWORK_BYTES)
 
-    async def handler(_request: RecordedRequest) -> web.StreamResponse:
-        return prometheus.vector(*answer)
+    async def handler(request: RecordedRequest) -> web.StreamResponse:
+        return prometheus.vector(*(kps.uname_answer() if request.query == UNAME_QUERY else answer))
 
     prometheus.handler = handler
     async with PrometheusClient(prometheus.endpoint()) as client:

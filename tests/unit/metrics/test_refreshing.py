@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from promsched.metrics import (
     score_nodes,
     take_snapshot,
 )
+from promsched.metrics.identifying import UNAME_QUERY
 from support.fake_prometheus import FakePrometheus, Handler, RecordedRequest
 
 NODES = NodeDirectory.of(["node-0", "node-1"])
@@ -118,6 +120,67 @@ async def test_a_failed_query_keeps_the_last_good_values(
     [stale] = score_nodes(second, ["node-0"], now=first.taken_at + 61)
     assert fresh.plugins[0] == ("cpu", 10, 90)
     assert stale.plugins[0] == ("cpu", None, 50)
+
+
+def with_hostnames(prometheus: FakePrometheus, answer: Handler, hostnames: dict[str, str] | None) -> Handler:
+    """`answer`, and UNAME_QUERY answered with instance `<node>:9100` -> `hostnames[node]` (None: 503)."""
+
+    async def both(request: RecordedRequest) -> web.StreamResponse:
+        if request.query != UNAME_QUERY:
+            return await answer(request)
+        if hostnames is None:
+            return web.Response(status=503, text="node_uname_info is not there today")
+        items = [({"instance": f"{node}:9100", "nodename": host}, 1.0) for node, host in hostnames.items()]
+        return prometheus.vector(*items, at=float(request.form["time"]))
+
+    return both
+
+
+async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
+    # Host NODE-1 is node node-1 (the kubelet lowercases); instance ghost:9100 has no node_uname_info.
+    per_node = {"node-0": 10.0, "node-1": 20.0, "ghost": 5.0}
+    answer = loads(prometheus, {"cpu": per_node, "memory": {"node-0": 30}})
+    prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0", "node-1": "NODE-1"})
+    recorder = Recorder()
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        snapshot = await take_snapshot(plan, client, NODES, observer=recorder)
+
+    assert Counter(prometheus.queries()) == Counter([*(plugin.query for plugin in plan.plugins), UNAME_QUERY])
+    assert all("node_uname_info" not in plugin.query for plugin in plan.plugins)
+    values = {
+        name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
+    }
+    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}}
+    assert snapshot.plugins["cpu"].report.unmatched == (
+        'instance="ghost:9100" (no single nodename in node_uname_info)',
+    )
+    assert sorted(name for name, _seconds, _error in recorder.queries) == ["cpu", "memory", "nodeIdentity"]
+
+
+async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, nodeIdentity={"source": "UnameNodename"})
+    answer = loads(prometheus, {"cpu": {"node-0": 10}})
+    prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0"})
+    recorder = Recorder()
+    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
+        first = await take_snapshot(plan, client, NODES)
+        prometheus.handler = with_hostnames(prometheus, answer, None)
+        second = await take_snapshot(plan, client, NODES, previous=first, observer=recorder)
+
+    cpu = second.plugins["cpu"]
+    assert cpu.samples == first.plugins["cpu"].samples
+    assert cpu.refreshed_at == first.plugins["cpu"].refreshed_at
+    assert isinstance(cpu.error, PrometheusHTTPError)
+    assert UNAME_QUERY in str(cpu.error)  # the error names the query that failed
+    assert [(name, error is not None) for name, _seconds, error in sorted(recorder.queries)] == [
+        ("cpu", True),
+        ("nodeIdentity", True),
+    ]
 
 
 async def test_a_changed_plugin_rescores_kept_values(

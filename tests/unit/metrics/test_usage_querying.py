@@ -7,6 +7,7 @@ from collections import Counter
 from aiohttp import web
 
 from promsched.metrics import NodeDirectory, PrometheusClient, plan_from_policy, take_snapshot
+from promsched.metrics.identifying import UNAME_QUERY
 from promsched.metrics.usage_querying import (
     CPU_USAGE_METRIC,
     MEMORY_USAGE_METRIC,
@@ -57,8 +58,9 @@ async def test_one_query_per_resource_per_refresh(prometheus: FakePrometheus) ->
         second = await take_snapshot(plan, client, NODES, previous=first)
 
     usage_queries = [cpu_usage_query(120), memory_usage_query()]
-    expected = Counter(2 * ([plugin.query for plugin in plan.plugins] + usage_queries))
-    assert Counter(prometheus.queries()) == expected  # per refresh: each plugin once, each resource once
+    expected = Counter(2 * ([plugin.query for plugin in plan.plugins] + usage_queries + [UNAME_QUERY]))
+    # per refresh: each plugin once, each resource once, the nodes' hostnames once
+    assert Counter(prometheus.queries()) == expected
     assert second.usage.cpu.values == {("ns", "web-0"): 0.25, ("ns", "web-1"): 0.5}
     assert second.usage.memory.values == {("ns", "web-0"): 1e9}
     assert second.usage.cpu.refreshed_at == second.taken_at
@@ -69,7 +71,7 @@ async def test_estimating_by_requests_queries_no_usage(prometheus: FakePrometheu
     pods(prometheus, 0.25)
     async with PrometheusClient(prometheus.endpoint()) as client:
         snapshot = await take_snapshot(plan, client, NODES)
-    assert prometheus.queries() == [plan.plugins[0].query]
+    assert sorted(prometheus.queries()) == sorted([plan.plugins[0].query, UNAME_QUERY])
     assert snapshot.usage.cpu.values == {}
 
 

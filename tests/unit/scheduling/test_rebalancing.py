@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.metrics import PrometheusClient, plan_from_policy
+from promsched.metrics.identifying import UNAME_QUERY
 from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
@@ -84,8 +85,14 @@ def sustained(prometheus: FakePrometheus) -> dict[str, float]:
     values = {"hot": 92.0, "cool": 20.0}
 
     async def answer(request: RecordedRequest) -> web.StreamResponse:
+        if request.query == UNAME_QUERY:
+            return FakePrometheus.vector(
+                *(({"instance": f"{node}:9100", "nodename": node}, 1) for node in values)
+            )
         assert request.query.startswith("min_over_time((")
-        return FakePrometheus.vector(*(({"nodename": node}, value) for node, value in values.items()))
+        return FakePrometheus.vector(
+            *(({"instance": f"{node}:9100"}, value) for node, value in values.items())
+        )
 
     prometheus.handler = answer
     return values

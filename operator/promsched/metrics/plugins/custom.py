@@ -1,7 +1,7 @@
 """Custom plugins: the user's PromQL, one series per node.
 
 The node is read from `nodeLabel` (port stripped) when set, else through the policy's nodeIdentity (for
-UnameNodename the query is joined with node_uname_info on `instance`, so it must keep that label).
+UnameNodename from the `instance` label, looked up in node_uname_info, so the query must keep it).
 Scores follow `normalization` (default Relative) and `higherIsBetter` (default false); the threshold is
 a raw value, filtering nodes on the worse side of it.
 """
@@ -34,7 +34,7 @@ class CustomPlugin(Plugin):
         super().__init__(spec, identity)
 
     def build_query(self) -> str:
-        return self.identity.wrap(self.user_query)
+        return self.user_query
 
     def _scores(self, values: Mapping[str, float]) -> dict[str, float]:
         if self.absolute_range is None:

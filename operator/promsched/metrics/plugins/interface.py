@@ -100,7 +100,7 @@ class LoadPlugin(Plugin):
     load_name: ClassVar[str]  # what the percentage measures, e.g. "cpu load"
 
     def build_query(self) -> str:
-        return self.identity.wrap(self.expression(self.identity.grouping_label))
+        return self.expression(promql.label_name(self.identity.node_label))
 
     @abstractmethod
     def expression(self, by: str) -> str:
