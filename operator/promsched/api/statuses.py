@@ -140,6 +140,13 @@ class MissingSeries(StatusModel):
         default_factory=list, max_length=20, description="The first 20 nodes without a series."
     )
     count: int = Field(ge=0, description="How many nodes had no series.")
+    unmatched_series: list[ShortText] = Field(
+        default_factory=list,
+        max_length=5,
+        description="The first 5 series the query returned for no known node, as promsched read them "
+        '(e.g. instance="10.0.3.7:9100" (no single nodename in node_uname_info)): often why the nodes '
+        "above have none.",
+    )
 
 
 class Preflight(StatusModel):

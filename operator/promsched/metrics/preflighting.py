@@ -1,7 +1,8 @@
 """Preflight: every plugin query once, reported in the shape of ``status.preflight``.
 
 It says which queries Prometheus rejects (with Prometheus's own error text) and which nodes a working
-query has no usable series for (none at all, or several, see `SeriesReport`).
+query has no usable series for (none at all, or several, see `SeriesReport`), with the first series it
+could map to no node: a node identity that does not fit shows there.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from promsched.metrics.refreshing import take_snapshot
 from promsched.metrics.snapshots import Snapshot
 
 _ERROR_CHARS = 1024  # status.preflight.queries[].error's limit
+UNMATCHED_SHOWN = 5  # status.preflight.missingSeries[].unmatchedSeries's limit
 
 
 def _error_text(error: PrometheusError) -> str:
@@ -43,7 +45,15 @@ def preflight_report(snapshot: Snapshot, nodes: Iterable[str]) -> Preflight:
         if error is None:
             without = [node for node in names if node not in plugin_snapshot.samples]
             if without:
-                missing.append(MissingSeries(plugin=name, nodes=without[:EXAMPLES_KEPT], count=len(without)))
+                unmatched = list(plugin_snapshot.report.unmatched[:UNMATCHED_SHOWN])
+                missing.append(
+                    MissingSeries(
+                        plugin=name,
+                        nodes=without[:EXAMPLES_KEPT],
+                        count=len(without),
+                        unmatched_series=unmatched,
+                    )
+                )
     return Preflight(
         checked_at=datetime.fromtimestamp(snapshot.taken_at, UTC), queries=queries, missing_series=missing
     )

@@ -222,10 +222,11 @@ def render_ranking(ranking: Ranking) -> str:
     filtered = [FilteredCount(reason=reason, count=count) for reason, count in outcome.filtered.items()]
     lines += ["", *filtered_lines(filtered)]
     problems = [f"  {query.plugin}: query failed: {query.error}" for query in failed]
-    problems += [
-        f"  {missing.plugin}: no usable series for {missing.count} node(s): {', '.join(missing.nodes)}"
-        for missing in preflight.missing_series
-    ]
+    for missing in preflight.missing_series:
+        problems.append(
+            f"  {missing.plugin}: no usable series for {missing.count} node(s): {', '.join(missing.nodes)}"
+        )
+        problems += [f"    a series for no known node: {series}" for series in missing.unmatched_series]
     problems += [f"  node {skipped}" for skipped in ranking.skipped_nodes]
     if problems:
         lines += ["", "Problems:", *problems]

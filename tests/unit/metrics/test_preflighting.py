@@ -63,6 +63,31 @@ async def test_preflight_reports_failures_and_missing_nodes(
     assert missing["count"] == 26
     assert missing["nodes"][0] == "node-extra"
     assert len(missing["nodes"]) == 20
+    assert missing["unmatchedSeries"] == []  # every series the query gave was a node's
+
+
+async def test_preflight_names_the_series_it_could_not_map_to_a_node(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    """An identity that does not fit the series (here: instances without node_uname_info) shows in the
+    series that went unused, next to the nodes left without one."""
+    plan = plan_from_policy(make_spec({"name": "cpu"}))
+    instances = [f"10.0.0.{i}:9100" for i in range(8)]
+
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
+        if request.query == UNAME_QUERY:
+            return prometheus.vector(({"instance": instances[0], "nodename": "node-0"}, 1))
+        return prometheus.vector(*(({"instance": instance}, 5) for instance in instances))
+
+    prometheus.handler = answer
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        report = await preflight(plan, client, NodeDirectory.of(["node-0", "node-1"]))
+
+    [missing] = report.missing_series
+    assert (missing.nodes, missing.count) == (["node-1"], 1)
+    assert missing.unmatched_series == [
+        f'instance="{instance}" (no single nodename in node_uname_info)' for instance in instances[1:6]
+    ]
 
 
 async def test_preflight_of_an_unreachable_prometheus(make_spec: Callable[..., Any]) -> None:

@@ -277,7 +277,14 @@ def test_a_ranking_shows_the_chosen_node_and_what_prometheus_could_not_answer() 
             PreflightQuery(plugin="cpu", query="q1", ok=True),
             PreflightQuery(plugin="memory", query="q2", ok=False, error="bad_data: parse error"),
         ],
-        missing_series=[MissingSeries(plugin="cpu", nodes=["node-2"], count=1)],
+        missing_series=[
+            MissingSeries(
+                plugin="cpu",
+                nodes=["node-2"],
+                count=1,
+                unmatched_series=['instance="10.0.0.9:9100" (no single nodename in node_uname_info)'],
+            )
+        ],
     )
     outcome = Outcome("node-1", ranked, {"cpu load above 85%": 1}, 4)
     lines = ranking(outcome, preflight).splitlines()
@@ -289,13 +296,14 @@ def test_a_ranking_shows_the_chosen_node_and_what_prometheus_could_not_answer() 
     ]
     assert "node-1 *  10.0 → 90.0  30.0 → 70.0  85.0" in lines
     assert "node-2    50.0 → 50.0  - → 50.0     50.0" in lines
-    assert lines[-7:] == [
+    assert lines[-8:] == [
         "Filtered out (1 node):",
         "  1  cpu load above 85%",
         "",
         "Problems:",
         "  memory: query failed: bad_data: parse error",
         "  cpu: no usable series for 1 node(s): node-2",
+        '    a series for no known node: instance="10.0.0.9:9100" (no single nodename in node_uname_info)',
         "  node node-9: bad",
     ]
 
