@@ -2,8 +2,9 @@
 
     python -m bench.refresh_micro [--nodes 5000] [--rounds 5]
 
-A stand-in Prometheus in another process answers every query with one series per node, as
-node_exporter's joined with `node_uname_info` would (fresh values each time). In this process a
+A stand-in Prometheus in another process answers every query with one series per node, labelled with
+its instance and nodename (so the plugins' queries and node_uname_info's alike; fresh values each time),
+six queries a refresh. In this process a
 `Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each refresh
 the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The
 garbage collector is settled after set-up as the operator settles it once its initial lists are in
