@@ -1,0 +1,168 @@
+"""What promsched's queries cost Prometheus, without a cluster:
+
+    python -m bench.query_cost [--nodes 5000] [--repeats 5]
+
+Writes `--history` seconds of the sandbox exporter's node_exporter series for `--nodes` nodes (one every
+2 s), backfills them with promtool into a fresh Prometheus, and asks each of the benchmark policy's
+plugin queries `--repeats` times at the history's end, one at a time. For each it reports the series
+answered, and Prometheus's CPU (its /proc stat) and memory allocated (go_memstats_alloc_bytes_total)
+per query: first as promsched sends them, with node_uname_info asked once per refresh, then as it sent
+them before 1aae93c, each joined with node_uname_info; and the rebalancer's sustained query for cpu both
+ways. The data sit in persisted blocks, so the figures are lower than a live Prometheus's (whose last
+minutes are in its head) and compare queries, not machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.variants import policy_spec
+from promsched.api.policies import NodeIdentity as NodeIdentitySpec
+from promsched.api.policies import PluginSpec
+from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
+from promsched.metrics.plugins import build_plugin
+from promsched.metrics.sustaining import sustained_query
+from promsched.sandbox import exporting
+from promsched.sandbox.monitoring import SCRAPE_SECONDS
+from promsched.sandbox.profiles import LoadProfile
+from promsched.sandbox.supervising import free_port, http_ok, wait_until
+
+# What each query carried until 1aae93c: the baseline the figures are compared with.
+JOINED = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
+SUSTAINED_WINDOW_SECONDS = 300.0
+
+
+def queries() -> dict[str, str]:
+    """name -> PromQL: the bench policy's plugins and the uname query, then the same joined."""
+    identity = NodeIdentity.from_spec(NodeIdentitySpec())
+    plugins = [
+        build_plugin(PluginSpec.model_validate(spec), identity) for spec in policy_spec("", "")["plugins"]
+    ]
+    now = {plugin.name: plugin.query for plugin in plugins} | {"node_uname_info": UNAME_QUERY}
+    before = {f"{plugin.name} (joined)": f"({plugin.query}){JOINED}" for plugin in plugins}
+    cpu = plugins[0]
+    joined_cpu = copy.copy(cpu)  # the same plugin, its query as it was sent before
+    joined_cpu.query = f"({cpu.query}){JOINED}"
+    sustained = {
+        "sustained cpu": sustained_query(cpu, SUSTAINED_WINDOW_SECONDS, higher_is_better=False),
+        "sustained cpu (joined)": sustained_query(
+            joined_cpu, SUSTAINED_WINDOW_SECONDS, higher_is_better=False
+        ),
+    }
+    return now | before | sustained
+
+
+class Prometheus:
+    """A Prometheus over `data`, with no scrapes: queries only."""
+
+    def __init__(self, directory: Path) -> None:
+        config = directory / "prometheus.yml"
+        config.write_text("global: {}\n")
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address={self.url.removeprefix('http://')}",
+                "--storage.tsdb.retention.time=100y",
+                "--log.level=error",
+            ]
+        )
+        wait_until("Prometheus /-/ready", lambda: http_ok(f"{self.url}/-/ready"), 120)
+
+    def query(self, expression: str, at: float) -> int:
+        data = urllib.parse.urlencode({"query": expression, "time": at}).encode()
+        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=300) as response:
+            return len(json.load(response)["data"]["result"])
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def allocated_bytes(self) -> float:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("go_memstats_alloc_bytes_total "):
+                    return float(line.split()[1])
+        raise RuntimeError("Prometheus's /metrics has no go_memstats_alloc_bytes_total")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, Any]]:
+    """One row per query: series answered, CPU ms and MB allocated per query (mean of `repeats`)."""
+    with tempfile.TemporaryDirectory(prefix="promsched-query-cost-") as workdir:
+        directory = Path(workdir)
+        until = time.time()
+        profiles = {f"node-{index}": LoadProfile() for index in range(nodes)}
+        exporting.write_history(profiles, until - history, until, SCRAPE_SECONDS, directory / "history.om")
+        backfill = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
+        subprocess.run([*backfill, str(directory / "history.om"), str(directory / "data")], check=True)
+        prometheus = Prometheus(directory)
+        try:
+            at = until - SCRAPE_SECONDS
+            rows = []
+            for name, expression in queries().items():
+                series = prometheus.query(expression, at)  # once first: its blocks paged in
+                cpu, allocated = prometheus.cpu_seconds(), prometheus.allocated_bytes()
+                for _ in range(repeats):
+                    prometheus.query(expression, at)
+                rows.append(
+                    {
+                        "query": name,
+                        "series": series,
+                        "cpu_ms": 1000 * (prometheus.cpu_seconds() - cpu) / repeats,
+                        "allocated_mb": (prometheus.allocated_bytes() - allocated) / repeats / 1e6,
+                    }
+                )
+            return rows
+        finally:
+            prometheus.stop()
+
+
+def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """A refresh's sum, as sent now (plugins + node_uname_info) and before (the plugins joined)."""
+    now = [row for row in rows if "(joined)" not in row["query"] and not row["query"].startswith("sustained")]
+    before = [
+        row for row in rows if row["query"].endswith("(joined)") and not row["query"].startswith("sustained")
+    ]
+    return {
+        label: {key: sum(row[key] for row in chosen) for key in ("cpu_ms", "allocated_mb")}
+        for label, chosen in (("now", now), ("before", before))
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--history", type=float, default=300.0, help="seconds of node series (default 300)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = parser.parse_args()
+    rows = measure(args.nodes, args.repeats, args.history)
+    for row in rows:
+        print(
+            f"{row['query']:24} {row['series']:6} series  {row['cpu_ms']:7.1f} ms CPU  "
+            f"{row['allocated_mb']:6.1f} MB allocated"
+        )
+    for label, total in refresh_totals(rows).items():
+        print(f"a refresh, {label}: {total['cpu_ms']:.0f} ms CPU, {total['allocated_mb']:.0f} MB allocated")
+    if args.json:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
