@@ -14,7 +14,6 @@ minutes are in its head) and compare queries, not machines.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -26,6 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench import commanding
 from bench.variants import policy_spec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.api.policies import PluginSpec
@@ -146,7 +146,7 @@ def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = commanding.parser(__doc__)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--history", type=float, default=300.0, help="seconds of node series (default 300)")

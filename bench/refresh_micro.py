@@ -15,7 +15,6 @@ then would have waited for the loop. It also reports the process's CPU per refre
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -27,6 +26,7 @@ import textwrap
 import time
 from typing import Any
 
+from bench import commanding
 from bench.decide_micro import bench_policy, build, pod
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
@@ -141,7 +141,7 @@ def measure(nodes: int, rounds: int, full_every: int = FULL_COLLECTION_EVERY) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = commanding.parser(__doc__)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
