@@ -1,8 +1,9 @@
 """Which node a series belongs to, per the policy's nodeIdentity.
 
 - UnameNodename: a series' ``instance`` is looked up in ``node_uname_info`` for the node's ``nodename``.
-  That series is queried once per refresh (`UNAME_QUERY`) and joined here, not in every query: the join
-  cost Prometheus a fifth of each built-in query's CPU and memory at 5000 nodes.
+  That series is queried once per refresh (`UNAME_QUERY`) and joined here, not in every query: at 5000
+  nodes the join cost Prometheus a third of a refresh's CPU and a fifth of its memory
+  (`python -m bench.query_cost`).
 - Label: a label holds the node name, possibly with a ``:port`` suffix (``node-0:9100``,
   ``[::1]:9100``).
 - Both compare names case-insensitively: the kubelet lowercases the hostname it registers as the node.
