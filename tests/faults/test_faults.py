@@ -201,6 +201,9 @@ def test_the_operator_killed_during_a_burst(operator: Operator, cluster: Cluster
     names = burst(cluster, 80)
     eventually(lambda: len(bound(cluster)), lambda count: count >= 5, what="the burst under way")
     os.killpg(operator.pid(), signal.SIGKILL)
+    # What it could not remove at exit (its kubeconfig's certificates as files) stays with the sandbox.
+    left = operator.sandbox.directory / "tmp" / operator.name
+    assert list(left.glob("promsched-credentials-*")), f"nothing left in {left}: TMPDIR not honoured?"
     operator.stop()
     operator.start()
     eventually(lambda: bound(cluster), lambda b: set(b) == set(names), timeout=120, what="all placed")

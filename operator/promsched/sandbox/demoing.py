@@ -83,6 +83,9 @@ def start_scheduler(
         raise SandboxError(f"{name} is already running in this sandbox; `promsched sandbox down` stops it")
     listen = f"127.0.0.1:{free_port()}"
     report(f"starting promsched run (probes and /metrics on {listen})")
+    # Its temporary files in the sandbox: a scheduler the tests kill (SIGKILL) cannot remove them at exit.
+    temporary = sandbox.directory / "tmp" / name
+    temporary.mkdir(parents=True, exist_ok=True)
     process = supervisor.spawn(
         name,
         [
@@ -96,7 +99,7 @@ def start_scheduler(
             listen,
             *extra,
         ],
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(temporary)),
     )
     url = f"http://{listen}"
 
