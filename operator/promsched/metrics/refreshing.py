@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import UNAME_QUERY, NodeDirectory, assign_nodes
+from promsched.metrics.identifying import NodeDirectory, assign_nodes, resolve_hostnames
 from promsched.metrics.offloading import off_loop
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
@@ -47,12 +47,12 @@ async def _with_hostnames(
     """`directory` with node_uname_info's hostnames, or the error each plugin needing them reports."""
     started = time.monotonic()
     try:
-        uname = await client.query(UNAME_QUERY, at=at)
+        resolved = await resolve_hostnames(client, directory, at)
     except PrometheusError as error:
         observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, error)
         return error
     observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, None)
-    return directory.with_hostnames(uname)
+    return resolved
 
 
 async def _refresh_plugin(

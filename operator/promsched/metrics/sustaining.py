@@ -8,10 +8,8 @@ forgets nothing, and a node that cooled for one scrape inside the window is not 
 
 from __future__ import annotations
 
-import asyncio
-
 from promsched.metrics import promql
-from promsched.metrics.identifying import UNAME_QUERY, NodeDirectory, assign_nodes
+from promsched.metrics.identifying import NodeDirectory, assign_nodes
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient
 
@@ -37,13 +35,11 @@ async def sustained_values(
     higher_is_better: bool,
     at: float,
 ) -> dict[str, float]:
-    """node -> the value it held for the window ending at `at`; raises PrometheusError."""
-    query = sustained_query(plugin, window_seconds, higher_is_better=higher_is_better)
-    if plugin.identity.uses_hostnames:
-        result, uname = await asyncio.gather(client.query(query, at=at), client.query(UNAME_QUERY, at=at))
-        directory = directory.with_hostnames(uname)
-    else:
-        result = await client.query(query, at=at)
+    """node -> the value it held for the window ending at `at`; raises PrometheusError. For a plugin
+    that maps through node_uname_info, `directory` carries its hostnames (`resolve_hostnames`)."""
+    result = await client.query(
+        sustained_query(plugin, window_seconds, higher_is_better=higher_is_better), at=at
+    )
     return {
         node: series.value
         for node, series in assign_nodes(result, plugin.identity, directory).by_node.items()

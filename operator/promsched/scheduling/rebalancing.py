@@ -33,6 +33,7 @@ from promsched.api.rebalances import (
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.metrics.errors import PrometheusError
+from promsched.metrics.identifying import resolve_hostnames
 from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.sustaining import sustained_values
 from promsched.scheduling import telemetry
@@ -155,6 +156,8 @@ class Rebalancer:
         thresholds = _thresholds(spec)
         plugins = {plugin.name: plugin for plugin in snapshot.plan.plugins}
         directory = self.cache.directory()
+        if any(plugins[threshold.plugin].identity.uses_hostnames for threshold in thresholds):
+            directory = await resolve_hostnames(refresher.client, directory, now)  # once for all
         sustained = {
             threshold.plugin: await sustained_values(
                 plugins[threshold.plugin],

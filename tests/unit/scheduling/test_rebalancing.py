@@ -163,6 +163,24 @@ async def test_enforce_evicts_the_largest_pod_and_says_why(
     ]
 
 
+async def test_node_uname_info_is_asked_once_a_cycle_for_every_threshold(
+    cache: ClusterCache, client: PrometheusClient, prometheus: FakePrometheus, sustained: dict[str, float]
+) -> None:
+    memory = {"plugin": "memory", "hotThreshold": 85, "targetThreshold": 70}
+    rebalance = {"mode": "DryRun", "thresholds": [THRESHOLD, memory]}
+    document = spec_document({"name": "cpu"}, {"name": "memory"}, rebalance=rebalance)
+    two = SchedulingPolicy.from_object(policy_object("p", document))
+    harness = Harness(cache, client)
+    runtime = PolicyRuntime("p", "", PolicyStatus(history=10), policy=two)
+    snapshot = snapshot_of(plan_from_policy(two.spec), {"cpu": LOADS, "memory": LOADS}, at=time.time())
+    runtime.refresher = StillRefresher(snapshot, client)  # type: ignore[assignment]
+
+    assert await harness.rebalancer.cycle(runtime) is not None
+    queries = prometheus.queries()
+    assert len([query for query in queries if query.startswith("min_over_time((")]) == 2
+    assert queries.count(UNAME_QUERY) == 1
+
+
 async def test_shares_follow_the_policys_estimate(
     cache: ClusterCache, client: PrometheusClient, sustained: dict[str, float]
 ) -> None:
