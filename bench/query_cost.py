@@ -27,8 +27,8 @@ from typing import Any
 
 from bench import commanding
 from bench.variants import policy_spec
+from promsched.api.plugin_specs import PluginSpec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
-from promsched.api.policies import PluginSpec
 from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
 from promsched.metrics.plugins import build_plugin
 from promsched.metrics.sustaining import sustained_query

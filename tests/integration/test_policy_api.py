@@ -246,6 +246,26 @@ INVALID_SPECS = [
         id="devices-and-exclude-pattern",
     ),
     pytest.param(
+        _plugins({"name": "diskSpace", "source": "RecordingRules"}),
+        ["spec.plugins[0].source", "the node mixin records no rule for this plugin"],
+        id="rules-for-disk-space",
+    ),
+    pytest.param(
+        _plugins({"name": "network", "source": "RecordingRules", "deviceExcludePattern": "lo"}),
+        ["spec.plugins[0].source", "need source NodeExporter in plugin network"],
+        id="rules-with-network-exclusions",
+    ),
+    pytest.param(
+        _plugins({"name": "gpu", "query": "up", "source": "NodeExporter"}),
+        ["spec.plugins[0].source", "applies to built-in plugins only"],
+        id="source-on-custom",
+    ),
+    pytest.param(
+        _plugins({"name": "cpu", "source": "KubePrometheus"}),
+        ["spec.plugins[0].source", "Unsupported value"],
+        id="unknown-source",
+    ),
+    pytest.param(
         _plugins({"name": "diskSpace", "mountpoint": "var/lib"}),
         ["spec.plugins[0].mountpoint", "must be an absolute path"],
         id="relative-mountpoint",

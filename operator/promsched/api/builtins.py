@@ -18,6 +18,29 @@ class BuiltinPlugin(StrEnum):
 
 BUILTIN_PLUGIN_NAMES: tuple[str, ...] = tuple(plugin.value for plugin in BuiltinPlugin)
 
+
+class MetricSource(StrEnum):
+    """Where a built-in plugin reads its nodes' values."""
+
+    NODE_EXPORTER = "NodeExporter"  # node_exporter's raw series, over the plugin's own timeRange
+    RECORDING_RULES = "RecordingRules"  # the node mixin's recorded series (NODE_MIXIN_RULES)
+
+
+# The node mixin's recording rules (kube-prometheus-stack's `node-exporter.rules` group, evaluated whether
+# or not promsched runs) that a built-in reads with source RecordingRules: one selector instead of rating
+# every node's raw counters on each refresh. diskSpace has no such rule.
+NODE_MIXIN_RULES: dict[str, tuple[str, ...]] = {
+    BuiltinPlugin.CPU: ("instance:node_cpu_utilisation:rate5m",),
+    BuiltinPlugin.MEMORY: ("instance:node_memory_utilisation:ratio",),
+    BuiltinPlugin.DISK_IO: ("instance_device:node_disk_io_time_seconds:rate5m",),
+    BuiltinPlugin.NETWORK: (
+        "instance:node_network_receive_bytes_excluding_lo:rate5m",
+        "instance:node_network_transmit_bytes_excluding_lo:rate5m",
+    ),
+}
+# The rate window the node mixin's counter rules take (their `:rate5m`).
+NODE_MIXIN_RATE_SECONDS = 300.0
+
 # What a built-in uses when the policy leaves the field unset (kept out of the schema's `default`
 # because each applies to one plugin only).
 DEFAULT_DISK_DEVICE_PATTERN = "sd[a-z]+|nvme[0-9]+n[0-9]+|vd[a-z]+|xvd[a-z]+"

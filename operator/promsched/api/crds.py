@@ -14,11 +14,18 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from promsched.api import policies
-from promsched.api.builtins import BUILTIN_PLUGIN_NAMES, PLUGIN_FIELD_OWNERS
+from promsched.api import plugin_specs, policies
+from promsched.api.builtins import (
+    BUILTIN_PLUGIN_NAMES,
+    NODE_MIXIN_RULES,
+    PLUGIN_FIELD_OWNERS,
+    BuiltinPlugin,
+    MetricSource,
+)
 from promsched.api.estimations import Estimation
 from promsched.api.fields import DURATION_PATTERN, PATTERN_HINTS
-from promsched.api.policies import NodeIdentitySource, NormalizationType
+from promsched.api.plugin_specs import NormalizationType
+from promsched.api.policies import NodeIdentitySource
 from promsched.api.statuses import SchedulingPolicyStatus
 
 CRD_NAME = f"{policies.PLURAL}.{policies.GROUP}"
@@ -58,6 +65,37 @@ def _duration_at_least(field: str, bound: str, strict: bool, message: str) -> di
 
 _BUILTINS = "[" + ", ".join(_cel_string(name) for name in BUILTIN_PLUGIN_NAMES) + "]"
 _BUILTIN_LIST = ", ".join(BUILTIN_PLUGIN_NAMES)
+_RULE_PLUGINS = "[" + ", ".join(_cel_string(name) for name in NODE_MIXIN_RULES) + "]"
+_READS_RULES = f"has(self.source) && self.source == {_cel_string(MetricSource.RECORDING_RULES)}"
+
+
+def _source_rules() -> list[dict[str, str]]:
+    """The model's checks of `source` (PluginSpec._check_recording_rules_fit) as CEL."""
+    network = _cel_string(BuiltinPlugin.NETWORK)
+    return [
+        _rule(
+            f"!has(self.source) || self.name in {_BUILTINS}",
+            "spec.plugins[].source applies to built-in plugins only; remove it from this plugin",
+            ".source",
+            "FieldValueForbidden",
+        ),
+        _rule(
+            f"!({_READS_RULES}) || !(self.name in {_BUILTINS}) || self.name in {_RULE_PLUGINS}",
+            "spec.plugins[].source RecordingRules: the node mixin records no rule for this plugin; "
+            "remove source or set it to NodeExporter",
+            ".source",
+            "FieldValueInvalid",
+        ),
+        _rule(
+            f"!({_READS_RULES} && self.name == {network}) || "
+            "!(has(self.devices) || has(self.deviceExcludePattern) || has(self.threshold))",
+            "spec.plugins[]: devices, deviceExcludePattern and threshold need source NodeExporter in "
+            "plugin network: the node mixin's network rules give bytes/s summed over every device but "
+            "lo; remove them or source",
+            ".source",
+            "FieldValueForbidden",
+        ),
+    ]
 
 
 def _plugin_rules() -> list[dict[str, str]]:
@@ -91,6 +129,7 @@ def _plugin_rules() -> list[dict[str, str]]:
             ".deviceExcludePattern",
             "FieldValueForbidden",
         ),
+        *_source_rules(),
     ]
     for field, owner in PLUGIN_FIELD_OWNERS.items():
         if owner is None:
@@ -159,7 +198,7 @@ _MODEL_RULES: dict[str, list[dict[str, str]]] = {
             "FieldValueRequired",
         ),
     ],
-    policies.Normalization.__name__: [
+    plugin_specs.Normalization.__name__: [
         _rule(
             f"self.type != {_cel_string(NormalizationType.ABSOLUTE)} || "
             "(has(self.min) && has(self.max) && double(self.min) < double(self.max))",
@@ -173,7 +212,7 @@ _MODEL_RULES: dict[str, list[dict[str, str]]] = {
             reason="FieldValueForbidden",
         ),
     ],
-    policies.PluginSpec.__name__: _plugin_rules(),
+    plugin_specs.PluginSpec.__name__: _plugin_rules(),
 }
 
 # The order of keys in each schema node; anything else follows alphabetically.

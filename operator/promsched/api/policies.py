@@ -16,20 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from promsched.api.builtins import (
-    BUILTIN_PLUGIN_NAMES,
-    DEFAULT_DISK_DEVICE_PATTERN,
-    DEFAULT_MOUNTPOINT,
-    DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN,
-    PLUGIN_FIELD_OWNERS,
-)
 from promsched.api.estimations import Estimation
 from promsched.api.fields import (
-    MOUNTPOINT_PATTERN,
-    NO_CONTROL_CHARS_PATTERN,
-    PLUGIN_NAME_PATTERN,
     URL_PATTERN,
-    DeviceName,
     DnsLabel,
     DnsSubdomain,
     Duration,
@@ -40,6 +29,7 @@ from promsched.api.fields import (
     parse_duration,
     parse_model,
 )
+from promsched.api.plugin_specs import PluginSpec
 from promsched.api.rebalances import RebalanceSpec, RebalanceThreshold
 from promsched.api.statuses import SchedulingPolicyStatus
 
@@ -62,11 +52,6 @@ class OnMissingMetrics(StrEnum):
     IGNORE = "Ignore"
     NEUTRAL = "Neutral"
     UNSCHEDULABLE = "Unschedulable"
-
-
-class NormalizationType(StrEnum):
-    ABSOLUTE = "Absolute"
-    RELATIVE = "Relative"
 
 
 # --- Spec ----------------------------------------------------------------------------------------
@@ -157,141 +142,6 @@ class NodeIdentity(SpecModel):
         if self.source != NodeIdentitySource.UNAME_NODENAME and self.label is None:
             raise ValueError(f"label is required when source is {self.source.value}; e.g. label: instance")
         return self
-
-
-class Normalization(SpecModel):
-    """How a custom plugin's raw values become scores from 0 to 100."""
-
-    type: NormalizationType = Field(
-        description="Absolute: min..max maps linearly onto 0..100 (values outside are clamped). "
-        "Relative: the lowest and highest value across nodes map onto 0..100."
-    )
-    min: float | None = Field(
-        None, description="Absolute only: the raw value that scores 0 (before direction)."
-    )
-    max: float | None = Field(
-        None, description="Absolute only: the raw value that scores 100 (before direction)."
-    )
-
-    @model_validator(mode="after")
-    def _bounds(self) -> Normalization:
-        if self.type == NormalizationType.ABSOLUTE:
-            if self.min is None or self.max is None or self.min >= self.max:
-                raise ValueError(
-                    "Absolute normalization needs min and max with min < max, e.g. min: 0, max: 100"
-                )
-        elif self.min is not None or self.max is not None:
-            raise ValueError(
-                "min and max apply to Absolute normalization only; remove them or use type: Absolute"
-            )
-        return self
-
-
-class PluginSpec(SpecModel):
-    """One scoring plugin: a built-in (cpu, memory, diskIO, diskSpace, network) or a custom PromQL query."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=63,
-        pattern=PLUGIN_NAME_PATTERN,
-        description="cpu, memory, diskIO, diskSpace or network select a built-in plugin; "
-        "any other name is a custom plugin and must set query.",
-    )
-    weight: int = Field(
-        1, ge=0, le=100, description="Weight of this plugin's score in the node's total (0 disables scoring)."
-    )
-    time_range: Duration = Field(
-        "5m",
-        description="Window the metric is averaged (or, for counters, rated) over, as a Go duration; "
-        "0s uses the instant value.",
-    )
-    threshold: float | None = Field(
-        None,
-        description="Nodes worse than this are filtered out. Built-ins: a load percentage 0..100 "
-        "(cpu busy, memory used, disk busy, disk space used, network percent of link speed). "
-        "Custom: a raw query value, on the worse side according to higherIsBetter.",
-    )
-    devices: list[DeviceName] | None = Field(
-        None,
-        max_length=16,
-        description="network only: network device names to measure, e.g. [eth0] (default: every device "
-        "deviceExcludePattern leaves). Exclusive with deviceExcludePattern.",
-        json_schema_extra={"x-kubernetes-list-type": "set"},
-    )
-    device_exclude_pattern: str | None = Field(
-        None,
-        max_length=512,
-        pattern=NO_CONTROL_CHARS_PATTERN,
-        description="network only: RE2 regular expression over the device label of the devices left out "
-        'when devices is unset; "" leaves none out. The default keeps physical NICs only, leaving out '
-        "loopback, pod veths, CNI, bridge, tunnel, VPN and bond devices: "
-        f"{DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN}",
-    )
-    device_pattern: str | None = Field(
-        None,
-        max_length=256,
-        pattern=NO_CONTROL_CHARS_PATTERN,
-        description="diskIO only: RE2 regular expression over the device label "
-        f"(default {DEFAULT_DISK_DEVICE_PATTERN}).",
-    )
-    mountpoint: str | None = Field(
-        None,
-        max_length=256,
-        pattern=MOUNTPOINT_PATTERN,
-        description=f"diskSpace only: filesystem mount point to measure (default {DEFAULT_MOUNTPOINT}).",
-    )
-    query: str | None = Field(
-        None,
-        min_length=1,
-        max_length=4096,
-        description="Custom plugins only (required there): PromQL returning one series per node.",
-    )
-    node_label: PrometheusLabel | None = Field(
-        None,
-        description="Custom plugins only: the query's label that holds the node name (a :port suffix is "
-        "stripped). Default: matched through spec.nodeIdentity.",
-    )
-    higher_is_better: bool | None = Field(
-        None, description="Custom plugins only: true if larger values mean a better node (default false)."
-    )
-    normalization: Normalization | None = Field(
-        None, description="Custom plugins only: how raw values become 0..100 scores (default Relative)."
-    )
-
-    @model_validator(mode="after")
-    def _fields_fit_plugin(self) -> PluginSpec:
-        wire = self.to_object()
-        for field, owner in PLUGIN_FIELD_OWNERS.items():
-            if field in wire and (self.is_builtin if owner is None else self.name != owner):
-                allowed = "custom plugins" if owner is None else f"the {owner} plugin"
-                raise ValueError(f"{field} applies to {allowed} only; remove it from plugin {self.name!r}")
-        if self.is_builtin:
-            if self.query is not None:
-                raise ValueError(
-                    f"query is not allowed for built-in plugin {self.name!r}; "
-                    "remove it, or give the plugin a custom name"
-                )
-            if self.threshold is not None and not 0 <= self.threshold <= 100:
-                raise ValueError(f"threshold of built-in plugin {self.name!r} is a percentage, 0..100")
-            if self.devices is not None and self.device_exclude_pattern is not None:
-                raise ValueError(
-                    "set either devices (the devices to measure) or deviceExcludePattern (the devices "
-                    f"to leave out), not both, in plugin {self.name!r}"
-                )
-        elif self.query is None:
-            raise ValueError(
-                f"query is required for custom plugin {self.name!r} "
-                f"(built-in names are {', '.join(BUILTIN_PLUGIN_NAMES)})"
-            )
-        return self
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.name in BUILTIN_PLUGIN_NAMES
-
-    @property
-    def time_range_seconds(self) -> float:
-        return parse_duration(self.time_range, f"plugins[{self.name}].timeRange")
 
 
 DEFAULT_PREFERENCE_WEIGHT = 50

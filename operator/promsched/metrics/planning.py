@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from promsched.api.estimations import Estimation
-from promsched.api.policies import OnMissingMetrics, PluginSpec, PrometheusSpec, SchedulingPolicySpec
+from promsched.api.plugin_specs import PluginSpec
+from promsched.api.policies import OnMissingMetrics, PrometheusSpec, SchedulingPolicySpec
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins import Plugin, build_plugin
 from promsched.metrics.querying import (

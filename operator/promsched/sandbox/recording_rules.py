@@ -1,23 +1,31 @@
-"""The kube-prometheus node recording rules that Trimaran's metrics library (load-watcher) reads.
+"""The kube-prometheus node recording rules the sandbox's Prometheus evaluates: the node mixin's, which
+promsched reads with a plugin's `source: RecordingRules`, and the names Trimaran's metrics library
+(load-watcher) reads.
 
-load-watcher queries `avg_over_time(RULE[15m])` and `stddev_over_time(RULE[15m])` and takes the node from
-the `instance` label, so `instance` must be the Kubernetes node name, as kube-prometheus relabels it. The
-sandbox's exporter labels raw series `instance="<node>:9100"` (promsched's own queries join on that with
-`node_uname_info`), so the raw series keep it and only the recorded series carry the bare node name,
-through `label_replace`. The expressions follow the rules' kube-prometheus meaning: busy CPU (not idle,
-iowait or steal) over 5 minutes as a share of the node's CPUs; memory in use as a share of MemTotal;
-network bytes over 3 minutes summed over the node's devices (loopback left out); disk busy time per
-device over 5 minutes. Values are ratios (0-1); load-watcher multiplies them by 100.
+As kube-prometheus relabels it, `instance` on the recorded series is the Kubernetes node name:
+load-watcher takes the node from it. The sandbox's exporter labels raw series `instance="<node>:9100"`
+(promsched's raw queries map that through node_uname_info), so only the recorded series carry the bare
+node name, through `label_replace`; a policy reading the rules here names nodes by `instance` (nodeIdentity
+Label). The node mixin's expressions (its `node-exporter.rules` group): busy CPU as 1 - the idle, iowait
+and steal share over 5 minutes, averaged over the node's CPUs; memory in use as a share of MemTotal; disk
+busy time per device of the mixin's disk devices over 5 minutes; network bytes per second over 5 minutes
+summed over every device but lo. load-watcher's other names are copies, evaluated after them in the same
+group: its CPU rule means the same, and its network rules (3m windows in kube-prometheus' older rules)
+feed 15-minute averages, which a 5m window does not change. Values are ratios (0-1) or bytes/s.
 """
 
 from __future__ import annotations
 
+from promsched.api.builtins import NODE_MIXIN_RULES, BuiltinPlugin
 from promsched.sandbox.exporting import JOB
 
-# Only the simulated nodes: the real node_exporter's job describes this machine, not a Kubernetes node.
-_NODES = f'job="{JOB}"'
 _PORT = ":9100"
-CPU_RULE = "instance:node_cpu:ratio"
+_DISK_DEVICES = "(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"
+(CPU_UTILISATION,) = NODE_MIXIN_RULES[BuiltinPlugin.CPU]
+(MEMORY_UTILISATION,) = NODE_MIXIN_RULES[BuiltinPlugin.MEMORY]
+(DISK_IO_TIME,) = NODE_MIXIN_RULES[BuiltinPlugin.DISK_IO]
+NETWORK_RECEIVE, NETWORK_TRANSMIT = NODE_MIXIN_RULES[BuiltinPlugin.NETWORK]
+CPU_RULE = "instance:node_cpu:ratio"  # load-watcher's
 
 
 def _by_node_name(expr: str) -> str:
@@ -26,35 +34,49 @@ def _by_node_name(expr: str) -> str:
     return f'label_replace({expr}, "instance", "$1", "instance", "(.+){_PORT}")'
 
 
-def _network(direction: str) -> str:
-    counter = f'node_network_{direction}_bytes_total{{{_NODES},device!="lo"}}'
-    return _by_node_name(f"sum by (instance) (rate({counter}[3m]))")
+def node_mixin_expressions(job: str) -> dict[str, str]:
+    """The node mixin's rules over the node_exporter series of `job`, as kube-prometheus-stack ships them
+    (the tests evaluate promsched's queries over these)."""
+    nodes = f'job="{job}"'
+
+    def network(direction: str) -> str:
+        counter = f'node_network_{direction}_bytes_total{{{nodes},device!="lo"}}'
+        return f"sum without (device) (rate({counter}[5m]))"
+
+    return {
+        CPU_UTILISATION: "1 - avg without (cpu) (sum without (mode) "
+        f'(rate(node_cpu_seconds_total{{{nodes},mode=~"idle|iowait|steal"}}[5m])))',
+        # The mixin falls back to Buffers + Cached + MemFree + Slab on kernels without MemAvailable, which
+        # every kernel since 3.14 exports.
+        MEMORY_UTILISATION: f"1 - node_memory_MemAvailable_bytes{{{nodes}}}"
+        f" / node_memory_MemTotal_bytes{{{nodes}}}",
+        DISK_IO_TIME: f'rate(node_disk_io_time_seconds_total{{{nodes},device=~"{_DISK_DEVICES}"}}[5m])',
+        NETWORK_RECEIVE: network("receive"),
+        NETWORK_TRANSMIT: network("transmit"),
+    }
 
 
-LOAD_WATCHER_RULES: dict[str, str] = {
-    CPU_RULE: _by_node_name(
-        f'sum without (cpu, mode) (rate(node_cpu_seconds_total{{{_NODES},mode!~"idle|iowait|steal"}}[5m]))'
-        f" / on (instance) group_left () "
-        f'count by (instance) (node_cpu_seconds_total{{{_NODES},mode="idle"}})'
-    ),
-    "instance:node_memory_utilisation:ratio": _by_node_name(
-        f"1 - node_memory_MemAvailable_bytes{{{_NODES}}} / node_memory_MemTotal_bytes{{{_NODES}}}"
-    ),
-    "instance:node_network_receive_bytes:rate:sum": _network("receive"),
-    "instance:node_network_transmit_bytes:rate:sum": _network("transmit"),
-    "instance_device:node_disk_io_time_seconds:rate5m": _by_node_name(
-        f"rate(node_disk_io_time_seconds_total{{{_NODES}}}[5m])"
-    ),
+# Only the simulated nodes: the real node_exporter's job describes this machine, not a Kubernetes node.
+NODE_MIXIN_RULES_BY_NODE_NAME = {
+    name: _by_node_name(expr) for name, expr in node_mixin_expressions(JOB).items()
+}
+
+# load-watcher's names that the node mixin's do not already give.
+LOAD_WATCHER_COPIES: dict[str, str] = {
+    CPU_RULE: CPU_UTILISATION,
+    "instance:node_network_receive_bytes:rate:sum": NETWORK_RECEIVE,
+    "instance:node_network_transmit_bytes:rate:sum": NETWORK_TRANSMIT,
 }
 
 
 # load-watcher averages the rules over 15 minutes and fetches once a minute, so a sample every 15 s (half
 # kube-prometheus' 30 s) loses nothing; at the 2 s scrape interval Prometheus would evaluate 5-minute
-# rates over every node's CPU series 7 times as often, for metrics nothing reads unless Trimaran runs.
+# rates over every node's CPU series 7 times as often.
 EVALUATION_INTERVAL = "15s"
 
 
 def rule_groups() -> dict[str, object]:
-    """The rules as a Prometheus rule file."""
-    rules = [{"record": name, "expr": expr} for name, expr in LOAD_WATCHER_RULES.items()]
-    return {"groups": [{"name": "load-watcher-node-rules", "interval": EVALUATION_INTERVAL, "rules": rules}]}
+    """The rules as a Prometheus rule file: one group, so the copies read this evaluation's values."""
+    rules = [{"record": name, "expr": expr} for name, expr in NODE_MIXIN_RULES_BY_NODE_NAME.items()]
+    rules += [{"record": name, "expr": source} for name, source in LOAD_WATCHER_COPIES.items()]
+    return {"groups": [{"name": "node-exporter.rules", "interval": EVALUATION_INTERVAL, "rules": rules}]}

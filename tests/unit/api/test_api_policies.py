@@ -158,6 +158,33 @@ def test_builtin_plugin_names_match_the_contract() -> None:
             id="devices-and-exclude-pattern",
         ),
         pytest.param(
+            {**SPEC, "plugins": [{"name": "diskSpace", "source": "RecordingRules"}]},
+            "spec.plugins[0]: source RecordingRules: the node mixin records no rule for plugin "
+            "'diskSpace'; remove source or set it to NodeExporter",
+            id="rules-for-disk-space",
+        ),
+        pytest.param(
+            {**SPEC, "plugins": [{"name": "network", "source": "RecordingRules", "devices": ["eth0"]}]},
+            "devices needs source NodeExporter in plugin 'network': the node mixin's network rules give "
+            "bytes/s summed over every device but lo; remove devices or source",
+            id="rules-with-network-devices",
+        ),
+        pytest.param(
+            {**SPEC, "plugins": [{"name": "network", "source": "RecordingRules", "threshold": 80}]},
+            "threshold needs source NodeExporter in plugin 'network'",
+            id="rules-with-network-threshold",
+        ),
+        pytest.param(
+            {**SPEC, "plugins": [{"name": "gpu", "query": "up", "source": "NodeExporter"}]},
+            "source applies to built-in plugins only; remove it from plugin 'gpu'",
+            id="source-on-custom",
+        ),
+        pytest.param(
+            {**SPEC, "plugins": [{"name": "cpu", "source": "KubePrometheus"}]},
+            "spec.plugins[0].source: Input should be 'NodeExporter' or 'RecordingRules'",
+            id="unknown-source",
+        ),
+        pytest.param(
             {**SPEC, "plugins": [{"name": "cpu", "deviceExcludePattern": "veth.*"}]},
             "deviceExcludePattern applies to the network plugin only; remove it from plugin 'cpu'",
             id="exclude-pattern-on-cpu",

@@ -15,11 +15,13 @@ import kube_prometheus_stack as kps
 import pytest
 import yaml
 
+from promsched.api.plugin_specs import PluginSpec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
-from promsched.api.policies import NodeIdentitySource, PluginSpec
+from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import NodeIdentity, promql
 from promsched.metrics.identifying import UNAME_QUERY
 from promsched.metrics.plugins import build_plugin
+from promsched.sandbox.recording_rules import node_mixin_expressions
 
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 
@@ -121,10 +123,19 @@ def _assert_evaluates_to(
     input_series: list[dict[str, str]],
     query: str,
     expected: list[tuple[dict[str, str], float]],
+    rules: dict[str, str] | None = None,
 ) -> None:
+    """promtool gives `query` exactly `expected` over `input_series`, with `rules` (record -> expr)
+    recorded every 15s like a scrape."""
+    rule_files = []
+    if rules:
+        rule_file = tmp_path / "rules.yaml"
+        records = [{"record": name, "expr": expr} for name, expr in rules.items()]
+        rule_file.write_text(yaml.safe_dump({"groups": [{"name": "recorded", "rules": records}]}))
+        rule_files.append(str(rule_file))
     test_file = {
-        "rule_files": [],
-        "evaluation_interval": "1m",
+        "rule_files": rule_files,
+        "evaluation_interval": "15s",
         "tests": [
             {
                 "interval": "15s",
@@ -159,6 +170,33 @@ def test_plugin_query_values(
     _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected)
 
 
+# The same nodes read from the node mixin's rules (source RecordingRules): cpu counts iowait and steal as
+# idle (these nodes have neither), diskIO keeps to the plugin's devices, network counts every device but lo
+# in bytes/s (node A's 100 + 100 on eth0, node B's 200 + 0).
+RULE_CASES: list[tuple[dict[str, Any], list[tuple[dict[str, str], float]]]] = [
+    ({"name": "cpu", "timeRange": "2m"}, [(NODE_A, 25), (NODE_B, 50)]),
+    ({"name": "cpu", "timeRange": "0s"}, [(NODE_A, 25), (NODE_B, 50)]),
+    ({"name": "memory", "timeRange": "5m"}, [(NODE_A, 75), (NODE_B, 50)]),
+    ({"name": "diskIO", "timeRange": "1m"}, [(NODE_A, 50), (NODE_B, 25)]),
+    (
+        {"name": "network", "timeRange": "1m"},
+        [
+            ({**NODE_A, "promsched_unit": "bytes_per_second"}, 200),
+            ({**NODE_B, "promsched_unit": "bytes_per_second"}, 200),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "expected"), RULE_CASES, ids=lambda case: str(case)[:40])
+def test_plugin_query_values_from_the_node_mixin_rules(
+    tmp_path: Path, settings: dict[str, Any], expected: list[tuple[dict[str, str], float]]
+) -> None:
+    spec = PluginSpec.model_validate({**settings, "source": "RecordingRules"})
+    query = build_plugin(spec, UNAME).query
+    _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected, node_mixin_expressions("node"))
+
+
 def test_uname_query_gives_each_instance_its_nodename_once(tmp_path: Path) -> None:
     # node A's node_uname_info is scraped by two jobs: still one series.
     expected = [
@@ -178,6 +216,18 @@ def test_network_counts_physical_devices_once_on_kube_prometheus_stack(
     query = build_plugin(PluginSpec(name="network"), identity).query
     expected = kps.network_answer(identity, kps.NETWORK_PERCENT, kps.NETWORK_BYTES)
     _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+
+
+@pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda i: i.source.value)
+def test_network_from_the_node_mixin_rules_on_kube_prometheus_stack(
+    tmp_path: Path, identity: NodeIdentity
+) -> None:
+    """The mixin's rules count every device but lo; the two node_exporter pods of a rollout, each with
+    its own recorded series, count once."""
+    query = build_plugin(PluginSpec(name="network", source="RecordingRules", time_range="1m"), identity).query
+    expected = kps.network_answer(identity, {}, kps.NETWORK_BYTES_ALL_BUT_LO)
+    rules = node_mixin_expressions("node-exporter")
+    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected, rules)
 
 
 def test_network_device_exclusions_can_be_overridden(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN
-from promsched.api.policies import NodeIdentitySource, PluginSpec
+from promsched.api.plugin_specs import PluginSpec
+from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import NodeIdentity, Series, promql
 from promsched.metrics.plugins import ALL_EQUAL_SCORE, BUILTIN_PLUGINS, Plugin, build_plugin
 from promsched.metrics.plugins.custom import CustomPlugin

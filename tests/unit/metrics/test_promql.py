@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from promsched.api.policies import NodeIdentitySource, PluginSpec
+from promsched.api.plugin_specs import PluginSpec
+from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import NodeIdentity, promql
 from promsched.metrics.plugins import build_plugin
 

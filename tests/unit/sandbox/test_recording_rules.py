@@ -1,4 +1,5 @@
-"""The sandbox's load-watcher recording rules evaluated by promtool: exact values, `instance` = node name.
+"""The sandbox's node recording rules (the node mixin's and load-watcher's names) evaluated by promtool:
+exact values, `instance` = node name.
 
 Series are labelled as the sandbox's exporter labels them (`instance="<node>:9100"`, its job); the real
 node_exporter's series of the machine itself must not become a node. Skipped where promtool (Debian's
@@ -51,6 +52,8 @@ def _node(
         _gauge("node_memory_MemAvailable_bytes", labels, 100 * (1 - memory_used)),
         _gauge("node_memory_MemTotal_bytes", labels, 100),
         _counter("node_disk_io_time_seconds_total", {**labels, "device": "vda"}, io),
+        # Not a disk by the node mixin's device pattern: no series of its own.
+        _counter("node_disk_io_time_seconds_total", {**labels, "device": "loop0"}, 1.0),
         _counter("node_network_receive_bytes_total", {**labels, "device": "eth0"}, rx),
         _counter("node_network_transmit_bytes_total", {**labels, "device": "eth0"}, tx),
         _counter("node_network_receive_bytes_total", {**labels, "device": "lo"}, 5000),
@@ -61,29 +64,35 @@ def _node(
 # The machine's own node_exporter: another job, an address for instance; never a Kubernetes node.
 MACHINE = {"instance": "127.0.0.1:41234", "job": "node-exporter"}
 INPUT_SERIES = [
-    *_node("node-0", busy=0.375, memory_used=0.5, io=0.25, rx=1000, tx=500),
+    *_node("node-0", busy=0.375, memory_used=0.5, io=0.25, rx=1024, tx=512),
     *_node("node-1", busy=0.0, memory_used=0.125, io=0.0, rx=0, tx=0),
     _counter("node_cpu_seconds_total", {**MACHINE, "cpu": "0", "mode": "idle"}, 0.1),
     _gauge("node_memory_MemAvailable_bytes", MACHINE, 1),
     _gauge("node_memory_MemTotal_bytes", MACHINE, 100),
 ]
 
+CPU = {"node-0": 0.375, "node-1": 0.0}
+RECEIVE = {"node-0": 1024.0, "node-1": 0.0}
+TRANSMIT = {"node-0": 512.0, "node-1": 0.0}
 EXPECTED: dict[str, dict[str, float]] = {
-    "instance:node_cpu:ratio": {"node-0": 0.375, "node-1": 0.0},
+    # The node mixin's, which promsched reads with source RecordingRules.
+    "instance:node_cpu_utilisation:rate5m": CPU,
     "instance:node_memory_utilisation:ratio": {"node-0": 0.5, "node-1": 0.125},
-    "instance:node_network_receive_bytes:rate:sum": {"node-0": 1000, "node-1": 0},
-    "instance:node_network_transmit_bytes:rate:sum": {"node-0": 500, "node-1": 0},
+    "instance:node_network_receive_bytes_excluding_lo:rate5m": RECEIVE,
+    "instance:node_network_transmit_bytes_excluding_lo:rate5m": TRANSMIT,
+    # load-watcher's.
+    "instance:node_cpu:ratio": CPU,
+    "instance:node_network_receive_bytes:rate:sum": RECEIVE,
+    "instance:node_network_transmit_bytes:rate:sum": TRANSMIT,
 }
 
 
 def _labels(metric: str, node: str, **extra: str) -> str:
-    # `sum by (instance)` keeps no job; the other rules keep the exporter's job label.
-    job = {} if metric.startswith("instance:node_network") else {"job": JOB}
-    labels = {"instance": node, **job, **extra}
+    labels = {"instance": node, "job": JOB, **extra}
     return metric + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
-def test_load_watcher_rules_give_each_node_its_load_under_its_node_name(tmp_path: Path) -> None:
+def test_node_rules_give_each_node_its_load_under_its_node_name(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"
     rules.write_text(yaml.safe_dump(rule_groups()))
     tests = [

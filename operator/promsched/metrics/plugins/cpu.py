@@ -1,10 +1,13 @@
 """cpu: busy percent, 100 x (1 - the average idle rate over all CPUs) over timeRange.
 
-timeRange 0s uses a 1m rate window: CPU time is a counter and has no instant value.
+timeRange 0s uses a 1m rate window: CPU time is a counter and has no instant value. With source
+RecordingRules it is the node mixin's 5m utilisation (iowait and steal count as idle there) averaged
+over timeRange.
 """
 
 from __future__ import annotations
 
+from promsched.api.builtins import NODE_MIXIN_RATE_SECONDS
 from promsched.metrics import promql
 from promsched.metrics.plugins.interface import INSTANT_COUNTER_WINDOW_SECONDS, LoadPlugin, counter_window
 
@@ -19,4 +22,6 @@ class CpuPlugin(LoadPlugin):
 
     @property
     def window_seconds(self) -> float:
+        if self.reads_recording_rules:
+            return self.time_range_seconds + NODE_MIXIN_RATE_SECONDS
         return self.time_range_seconds or INSTANT_COUNTER_WINDOW_SECONDS

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from promsched.api.policies import NodeIdentitySource, NormalizationType, PluginSpec
+from promsched.api.plugin_specs import NormalizationType, PluginSpec
+from promsched.api.policies import NodeIdentitySource
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import Plugin, clamp_percent, relative_scores
 from promsched.metrics.samples import Sample, Series

@@ -1,12 +1,13 @@
 """diskIO: busy percent of the busiest matching disk (the rate of io time, seconds per second).
 
-timeRange 0s uses a 1m rate window (io time is a counter). devicePattern is an RE2 regex over `device`.
+timeRange 0s uses a 1m rate window (io time is a counter). devicePattern is an RE2 regex over `device`;
+with source RecordingRules it selects among the node mixin's per-device rule series.
 """
 
 from __future__ import annotations
 
 from promsched.api.builtins import DEFAULT_DISK_DEVICE_PATTERN
-from promsched.api.policies import PluginSpec
+from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, counter_window
@@ -19,9 +20,10 @@ class DiskIOPlugin(LoadPlugin):
         self.device_pattern = spec.device_pattern or DEFAULT_DISK_DEVICE_PATTERN
         super().__init__(spec, identity)
 
+    def rule_matchers(self) -> tuple[str, ...]:
+        return (promql.matches("device", self.device_pattern),)
+
     def expression(self, by: str) -> str:
-        io_time = promql.selector(
-            "node_disk_io_time_seconds_total", promql.matches("device", self.device_pattern)
-        )
+        io_time = promql.selector("node_disk_io_time_seconds_total", *self.rule_matchers())
         window = counter_window(self.time_range_seconds)
         return f"100 * max by ({by}) (rate({io_time}[{window}]))"

@@ -6,7 +6,7 @@ Each is averaged over timeRange when > 0; with several filesystems at the mountp
 from __future__ import annotations
 
 from promsched.api.builtins import DEFAULT_MOUNTPOINT
-from promsched.api.policies import PluginSpec
+from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, used_percent

@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from promsched.api.policies import PluginSpec
+from promsched.api.builtins import NODE_MIXIN_RULES
+from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.samples import Sample, Series
@@ -99,12 +100,30 @@ class LoadPlugin(Plugin):
 
     load_name: ClassVar[str]  # what the percentage measures, e.g. "cpu load"
 
+    def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
+        self.reads_recording_rules = spec.reads_recording_rules
+        super().__init__(spec, identity)
+
     def build_query(self) -> str:
-        return self.expression(promql.label_name(self.identity.node_label))
+        by = promql.label_name(self.identity.node_label)
+        return self.rule_expression(by) if self.reads_recording_rules else self.expression(by)
 
     @abstractmethod
     def expression(self, by: str) -> str:
-        """PromQL for the load percent, one series per value of label `by`."""
+        """PromQL for the load percent from node_exporter's series, one series per value of label `by`."""
+
+    def rule_expression(self, by: str) -> str:
+        """PromQL for the load percent from the node mixin's rule (a ratio), averaged over timeRange; the
+        highest per node, as two node_exporter pods are scraped at once during a rollout."""
+        (rule,) = NODE_MIXIN_RULES[self.name]
+        averaged = promql.over_range(
+            "avg_over_time", promql.selector(rule, *self.rule_matchers()), self.time_range_seconds
+        )
+        return f"100 * max by ({by}) ({averaged})"
+
+    def rule_matchers(self) -> tuple[str, ...]:
+        """Label matchers on the rule's series (a per-device rule's devices)."""
+        return ()
 
     def load_sample(self, value: float, sample_time: float) -> Sample:
         load = clamp_percent(value)

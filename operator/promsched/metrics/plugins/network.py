@@ -11,14 +11,17 @@ speeds and scores absolutely like the other built-ins; traffic can exceed 100% o
 and is clamped there. Nodes with any device of unknown speed keep bytes/s and are scaled relative to
 each other, and the threshold (a percent) does not apply to them. One query serves both: each series
 says which it is in a label. timeRange 0s uses a 1m rate window.
+
+With source RecordingRules the node mixin's receive and transmit rules (every device but lo, 5m rates)
+are averaged over timeRange and added: bytes/s for every node, scaled relative to each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN
-from promsched.api.policies import PluginSpec
+from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, NODE_MIXIN_RULES
+from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, counter_window, relative_scores
@@ -73,6 +76,14 @@ class NetworkPlugin(LoadPlugin):
             f" {promql.with_label(f'group by ({by}) ({counted})', UNIT_LABEL, BYTES_PER_SECOND)}"
         )
         return f"{traffic} / on({by}) group_left({UNIT_LABEL}) ({per_unit})"
+
+    def rule_expression(self, by: str) -> str:
+        def averaged(rule: str) -> str:
+            return f"max by ({by}) ({promql.over_range('avg_over_time', rule, self.time_range_seconds)})"
+
+        receive, transmit = NODE_MIXIN_RULES[self.name]
+        traffic = f"{averaged(receive)} + {averaged(transmit)}"
+        return promql.with_label(traffic, UNIT_LABEL, BYTES_PER_SECOND)
 
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
         samples: dict[str, Sample] = {}

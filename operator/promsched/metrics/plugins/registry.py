@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from promsched.api.builtins import BuiltinPlugin
-from promsched.api.policies import PluginSpec
+from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.cpu import CpuPlugin
 from promsched.metrics.plugins.custom import CustomPlugin
