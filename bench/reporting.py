@@ -9,7 +9,7 @@ from typing import Any
 from bench.profile_summaries import profile_summary
 from bench.summaries import Run, all_runs, figure, find, finite, rows
 from bench.tables import row
-from bench.variants import LABELS
+from bench.variants import LABELS, PROMSCHED_KEYS
 
 COLUMNS = (
     ("Bound", "bound", "{:.0f}"),
@@ -219,13 +219,14 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     ]
     ratios = []
     for mode in ("rate", "burst"):
-        mine = find(results, nodes, "promsched", mode)
-        if mine is None:
-            continue
-        for key in ("ks-default", "ks-raised", "null"):
-            theirs = find(results, nodes, key, mode)
-            if theirs is not None:
-                ratios.append((f"promsched / {LABELS[key]}", mine, theirs))
+        for ours in PROMSCHED_KEYS:
+            mine = find(results, nodes, ours, mode)
+            if mine is None:
+                continue
+            for key in ("ks-default", "ks-raised", "null"):
+                theirs = find(results, nodes, key, mode)
+                if theirs is not None:
+                    ratios.append((f"{LABELS[ours]} / {LABELS[key]}", mine, theirs))
     lines += _table(rows(runs), ratios)
     base = entry["baseline_spread"]
     lines += [

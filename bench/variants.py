@@ -19,6 +19,7 @@ import yaml
 from bench.commanding import REPO, Report
 from bench.kubeapi import cpu_seconds
 from bench.scraping import answered_plugins
+from promsched.api.builtins import NODE_MIXIN_RULES
 from promsched.sandbox.clusters import Sandbox, SandboxError
 from promsched.sandbox.demoing import install_crd, start_scheduler
 from promsched.sandbox.supervising import Supervisor, free_port, wait_until
@@ -33,6 +34,8 @@ class Variant:
     kind: str  # promsched | kube-scheduler | null (bench.quality adds trimaran)
     qps: int = 0
     burst: int = 0
+    # promsched only: the built-ins' spec.plugins[].source (None: node_exporter's raw series).
+    metric_source: str | None = None
 
     @property
     def scheduler_name(self) -> str:
@@ -47,11 +50,15 @@ VARIANTS = (
     # promsched's client budget as kube-scheduler's raised one: the benchmark measures the schedulers'
     # own speed (quiet.py, about writes, runs it at the default 50/100).
     Variant("promsched", "promsched (QPS 1000/2000)", "promsched", 1000, 2000),
+    # Opt-in (not in `make bench`): the same policy reading the node mixin's recording rules.
+    Variant("promsched-rules", "promsched, rules (QPS 1000/2000)", "promsched", 1000, 2000, "RecordingRules"),
     Variant("ks-default", "kube-scheduler (QPS 50/100)", "kube-scheduler", 50, 100),
     Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
     Variant("null", "null binder", "null"),
 )
 LABELS = {variant.key: variant.label for variant in VARIANTS}
+PROMSCHED_KEYS = tuple(variant.key for variant in VARIANTS if variant.kind == "promsched")
+MAKE_BENCH_VARIANTS = ("promsched", "ks-default", "ks-raised", "null")
 
 
 # The sandbox's Prometheus shares 2 cores with everything else: at 5000 nodes the cpu plugin's query alone
@@ -65,30 +72,44 @@ def query_timeout(nodes: int) -> str:
     return f"{QUERY_SECONDS_PER_1000_NODES * max(1, math.ceil(nodes / 1000))}s"
 
 
-def policy_spec(prometheus_url: str, refresh: str, timeout: str = query_timeout(0)) -> dict[str, Any]:
-    """The benchmark's policy: the five built-in plugins, CPU and memory weighing most."""
-    return {
-        "schedulerName": VARIANTS[0].scheduler_name,
+BENCH_PLUGINS = (
+    {"name": "cpu", "weight": 4, "timeRange": "1m"},
+    {"name": "memory", "weight": 3, "timeRange": "0s"},
+    {"name": "diskIO", "weight": 2, "timeRange": "1m"},
+    {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
+    {"name": "network", "weight": 1, "timeRange": "1m"},
+)
+
+
+def policy_spec(
+    prometheus_url: str, refresh: str, timeout: str = query_timeout(0), variant: Variant = VARIANTS[0]
+) -> dict[str, Any]:
+    """The benchmark's policy: the five built-in plugins, CPU and memory weighing most. With the variant's
+    metric source, every built-in that has a node mixin rule reads it, and nodes are named by `instance`
+    as the sandbox's recorded series carry them (recording_rules)."""
+    spec: dict[str, Any] = {
+        "schedulerName": variant.scheduler_name,
         "prometheus": {"url": prometheus_url, "timeout": timeout},
         "refreshInterval": refresh,
         "staleAfter": "2m",
-        "plugins": [
-            {"name": "cpu", "weight": 4, "timeRange": "1m"},
-            {"name": "memory", "weight": 3, "timeRange": "0s"},
-            {"name": "diskIO", "weight": 2, "timeRange": "1m"},
-            {"name": "diskSpace", "weight": 1, "timeRange": "0s"},
-            {"name": "network", "weight": 1, "timeRange": "1m"},
-        ],
+        "plugins": [dict(plugin) for plugin in BENCH_PLUGINS],
     }
+    if variant.metric_source is not None:
+        spec["nodeIdentity"] = {"source": "Label", "label": "instance"}
+        for plugin in spec["plugins"]:
+            if plugin["name"] in NODE_MIXIN_RULES:
+                plugin["source"] = variant.metric_source
+    return spec
 
 
-def apply_policy(sandbox: Sandbox, refresh: str, nodes: int = 0) -> None:
+def apply_policy(sandbox: Sandbox, refresh: str, nodes: int = 0, variant: Variant = VARIANTS[0]) -> None:
+    """The benchmark's one policy, for `variant` (a promsched process serves every policy it finds)."""
     install_crd(sandbox)
     policy = {
         "apiVersion": "promsched.io/v1alpha1",
         "kind": "SchedulingPolicy",
         "metadata": {"name": POLICY_NAME},
-        "spec": policy_spec(sandbox.prometheus_url, refresh, query_timeout(nodes)),
+        "spec": policy_spec(sandbox.prometheus_url, refresh, query_timeout(nodes), variant),
     }
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
 
@@ -109,7 +130,7 @@ def _wait_for_metrics(url: str) -> None:
     MetricsComplete condition tells a user), measuring Prometheus's start rather than the scheduler.
     Not `demoing.wait_for_metrics`: the policy's condition still holds the previous run's process's True.
     kube-scheduler starts its runs with its informers synced."""
-    wanted = {plugin["name"] for plugin in policy_spec("", "")["plugins"]}
+    wanted = {plugin["name"] for plugin in BENCH_PLUGINS}
     wait_until(
         "promsched's first answer for every plugin",
         lambda: wanted <= answered_plugins(url),

@@ -9,13 +9,15 @@ changed load needs one window to settle, so each check polls until it holds or i
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from promsched.api.builtins import NODE_MIXIN_RULES
 from promsched.api.policies import parse_spec
 from promsched.metrics import (
     NodeDirectory,
@@ -72,13 +74,17 @@ async def poll(
     plan: Plan,
     client: PrometheusClient,
     directory: NodeDirectory,
-    problems: Callable[[Snapshot], list[str]],
+    problems: Callable[[Snapshot], list[str] | Awaitable[list[str]]],
 ) -> Snapshot:
-    """Snapshots every second until `problems` finds none; fails with the last ones at the deadline."""
+    """Snapshots every second until `problems` (which may query too) finds none; fails with the last ones
+    at the deadline."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     while True:
         snapshot = await take_snapshot(plan, client, directory)
-        found = [f"{name}: {error}" for name, error in snapshot.errors.items()] + problems(snapshot)
+        found_now = problems(snapshot)
+        if inspect.isawaitable(found_now):
+            found_now = await found_now
+        found = [f"{name}: {error}" for name, error in snapshot.errors.items()] + found_now
         if not found:
             return snapshot
         if time.monotonic() > deadline:
@@ -119,6 +125,51 @@ async def test_builtins_match_the_node_profiles_and_rank_nodes(
 
     results = {result.node: result for result in score_nodes(snapshot, nodes)}
     assert all(result.feasible and 0 <= result.total <= 100 for result in results.values())
+
+
+async def test_the_node_mixin_rules_give_the_builtins_their_loads(
+    sandbox: Any, client: PrometheusClient
+) -> None:
+    """source RecordingRules reads the rules the sandbox's Prometheus records (instance = node name, as
+    kube-prometheus relabels it). Their rates span 5 minutes, and the session's other tests change loads,
+    so each is compared with node_exporter's own series over 5 minutes, at the same moment."""
+    nodes = list(sandbox.node_names)
+    by_name = {"nodeIdentity": {"source": "Label", "label": "instance"}}
+    recorded = [
+        {"name": name, "timeRange": "0s", "source": "RecordingRules"}
+        for name in ("cpu", "memory", "diskIO", "network")
+    ]
+    raw = [
+        {"name": "cpu", "timeRange": "5m"},
+        {"name": "memory", "timeRange": "0s"},
+        {"name": "diskIO", "timeRange": "5m"},
+        {"name": "network", "timeRange": "5m", "devices": ["eth0"]},
+    ]
+    rules_plan, raw_plan = plan_for(sandbox, *recorded, **by_name), plan_for(sandbox, *raw, **by_name)
+    directory = NodeDirectory.of(nodes)
+
+    async def differences(snapshot: Snapshot) -> list[str]:
+        raw_snapshot = await take_snapshot(raw_plan, client, directory)
+        found = [f"raw {name}: {error}" for name, error in raw_snapshot.errors.items()]
+        for plugin in ("cpu", "memory", "diskIO", "network"):
+            read, expected = snapshot.plugins[plugin].samples, raw_snapshot.plugins[plugin].samples
+            for node in nodes:
+                if node not in read or node not in expected:
+                    found.append(f"{plugin} {node}: no sample")
+                    continue
+                value = read[node].value
+                if plugin == "network":  # bytes/s, not a percent of the link
+                    value = 100.0 * value / LINK_SPEED_BYTES
+                if abs(value - expected[node].value) > TOLERANCE[plugin]:
+                    found.append(f"{plugin} {node}: {value} != {expected[node].value}")
+        return found
+
+    snapshot = await poll(rules_plan, client, directory, differences)
+    for name, plugin_snapshot in snapshot.plugins.items():
+        assert all(rule in plugin_snapshot.plugin.query for rule in NODE_MIXIN_RULES[name]), name
+        assert plugin_snapshot.report.clean, (name, plugin_snapshot.report)
+    network = snapshot.plugins["network"].samples
+    assert all(not sample.is_load_percent for sample in network.values())
 
 
 async def test_a_changed_load_moves_the_node_past_its_threshold(
