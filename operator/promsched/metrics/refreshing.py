@@ -68,7 +68,9 @@ async def _refresh_plugin(
         result = await client.query(plugin.query, at=at)
         directory = nodes if isinstance(nodes, NodeDirectory) else await nodes
         if isinstance(directory, PrometheusError):
-            raise directory
+            # Every plugin that maps through the hostnames raises this one error: afresh, or each raise
+            # would add its frames to the shared traceback.
+            raise directory.with_traceback(None)
     except PrometheusError as error:
         observer.query_finished(plugin.name, time.monotonic() - started, error)
         # Once per new failure, not every interval while Prometheus stays down.

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -163,8 +164,8 @@ async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
 async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, nodeIdentity={"source": "UnameNodename"})
-    answer = loads(prometheus, {"cpu": {"node-0": 10}})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
+    answer = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 20}})
     prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0"})
     recorder = Recorder()
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
@@ -172,13 +173,18 @@ async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
         prometheus.handler = with_hostnames(prometheus, answer, None)
         second = await take_snapshot(plan, client, NODES, previous=first, observer=recorder)
 
-    cpu = second.plugins["cpu"]
-    assert cpu.samples == first.plugins["cpu"].samples
-    assert cpu.refreshed_at == first.plugins["cpu"].refreshed_at
-    assert isinstance(cpu.error, PrometheusHTTPError)
-    assert UNAME_QUERY in str(cpu.error)  # the error names the query that failed
+    for name in ("cpu", "memory"):
+        plugin = second.plugins[name]
+        assert plugin.samples == first.plugins[name].samples
+        assert plugin.refreshed_at == first.plugins[name].refreshed_at
+        assert isinstance(plugin.error, PrometheusHTTPError)
+        assert UNAME_QUERY in str(plugin.error)  # the error names the query that failed
+        # Each plugin raises the one error afresh: its traceback does not grow by a frame per plugin.
+        frames = [frame.name for frame in traceback.extract_tb(plugin.error.__traceback__)]
+        assert frames.count("_refresh_plugin") == 1, frames
     assert [(name, error is not None) for name, _seconds, error in sorted(recorder.queries)] == [
         ("cpu", True),
+        ("memory", True),
         ("nodeIdentity", True),
     ]
 
