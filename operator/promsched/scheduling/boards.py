@@ -5,7 +5,9 @@ the few the watches brought news of) changed. A board holds, for pods alike in w
 read of them and in their load against the thresholds, each node's outcome under one snapshot:
 filtered (why) or scored. It is brought up to date by the cache's change feeds (the nodes whose
 object, counted pods or placements changed), so a decision costs the nodes that changed plus slices
-over the nodes it searches, not a walk over each of them.
+over the nodes it searches, not a walk over each of them. A new snapshot changes no filter's verdict:
+the runtime hands the boards to the next snapshot's memo, and only the nodes that passed the filters
+are scored anew.
 
 `decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
 the node and its usage totals, no cluster filter prepared a check, and no pod is nominated.
@@ -56,6 +58,7 @@ class Board:
     index: dict[str, int]
     nodes: list[NodeInfo | None]
     feasible: bytearray
+    passed: bytearray  # 1 where the node passed the filters, so its score and thresholds decide
     results: list[NodeResult | None]
     reasons: list[str | None]
     # the cache's change counts it is up to date with: node objects, usage, placements
@@ -129,23 +132,32 @@ class Boards:
         judging = _Judging(pod, snapshot, scores, herd, filters, incoming)
         scored = scores.at(snapshot, time.time())
         board = self.kept.get(key)
-        if board is None or board.cache is not cache or board.scored is not scored:
+        changed = None if board is None or board.cache is not cache else _changed(board, cache)
+        if board is None or changed is None:
             board = self.kept[key] = judging.fresh(cache, scored)
             if len(self.kept) > BOARDS_KEPT:
                 self.kept.popitem(last=False)
             return board
         self.kept.move_to_end(key)
-        counts = _counts(cache)
-        if board.counts == counts:
-            return board
-        changed = set(cache.node_changes.since(board.counts[0]))
-        changed.update(cache.usage_changes.since(board.counts[1]))
-        changed.update(cache.placement_changes.since(board.counts[2]))
-        if any(name not in board.index or name not in cache.nodes for name in changed):
-            board = self.kept[key] = judging.fresh(cache, scored)
-            return board
-        judging.judge(board, changed)
+        if board.scored is not scored:
+            judging.rescore(board, scored, changed)
+        elif changed:
+            judging.judge(board, changed)
         return board
+
+
+def _changed(board: Board, cache: ClusterCache) -> set[str] | None:
+    """The nodes whose object, usage or placements changed since `board` was up to date; None when a
+    node came or went (the board's order no longer holds)."""
+    counts = _counts(cache)
+    if board.counts == counts:
+        return set()
+    changed = set(cache.node_changes.since(board.counts[0]))
+    changed.update(cache.usage_changes.since(board.counts[1]))
+    changed.update(cache.placement_changes.since(board.counts[2]))
+    if any(name not in board.index or name not in cache.nodes for name in changed):
+        return None
+    return changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +182,7 @@ class _Judging:
             {name: position for position, name in enumerate(names)},
             [None] * total,
             bytearray(total),
+            bytearray(total),
             [None] * total,
             [None] * total,
             _counts(cache),
@@ -180,6 +193,21 @@ class _Judging:
     def judge(self, board: Board, names: Iterable[str]) -> None:
         """Judge `names` anew: the filters, then the scores (with the herd load) and the thresholds
         against the pod's load."""
+        self._score(board, self._filter(board, names))
+
+    def rescore(self, board: Board, scored: object, changed: set[str]) -> None:
+        """Bring `board` to this judging's snapshot: the changed nodes judged anew, and every other
+        node that passed the filters scored anew (the filters read no metrics: their verdicts hold)."""
+        carried = [
+            name
+            for name in compress(board.names, board.passed)
+            if name not in changed  # judged below with the filters
+        ]
+        board.scored = scored
+        self._score(board, carried + self._filter(board, changed))
+
+    def _filter(self, board: Board, names: Iterable[str]) -> list[str]:
+        """Run the filters on `names`; the ones that passed, to be scored."""
         cache, index = board.cache, board.index
         passed = []
         for name in names:
@@ -187,11 +215,19 @@ class _Judging:
             node = board.nodes[position] = cache.nodes[name]
             status = run_filters(self.pod, node, cache.usage_of(name), self.filters)
             if status is None:
+                board.passed[position] = 1
                 passed.append(name)
             else:
+                board.passed[position] = 0
                 board.feasible[position] = 0
                 board.results[position] = None
                 board.reasons[position] = status.reason
+        return passed
+
+    def _score(self, board: Board, passed: list[str]) -> None:
+        """Score the nodes that passed the filters, with the herd load, and check the thresholds against
+        the pod's load."""
+        cache, index = board.cache, board.index
         results = score_nodes(self.snapshot, passed, extra_load=self.herd, memo=self.scores)
         for result in self.incoming.filter(results) if self.incoming is not None else results:
             position = index[result.node]

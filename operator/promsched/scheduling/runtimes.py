@@ -33,6 +33,7 @@ from promsched.metrics.refreshing import Refresher, RefreshObserver
 from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
+from promsched.scheduling.boards import Boards
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import DecisionMemo
 from promsched.scheduling.herding import herd_memory_seconds
@@ -77,10 +78,12 @@ class PolicyRuntime:
     memo: DecisionMemo | None = field(default=None, repr=False)
 
     def memo_for(self, snapshot: Snapshot) -> DecisionMemo:
-        """What decisions on `snapshot` work out once; a new snapshot starts a new memo."""
+        """What decisions on `snapshot` work out once; a new snapshot starts a new memo, which takes over
+        the boards (their filter verdicts hold; their scores are redone for the new snapshot)."""
         if self.memo is None or self.memo.snapshot is not snapshot:
             scores = self.refresher.scores_for(snapshot) if self.refresher is not None else ScoreMemo()
-            self.memo = DecisionMemo(snapshot, scores)
+            boards = self.memo.boards if self.memo is not None else Boards()
+            self.memo = DecisionMemo(snapshot, scores, boards=boards)
         return self.memo
 
     @property

@@ -1,7 +1,8 @@
-"""The decision memo's boards: a decision read from a board kept across pods equals one from a board
-built afresh and one reached node by node, through every kind of change the cache sees (pods placed,
-bound elsewhere and deleted, nodes tainted, cordoned, resized, added and removed), with herd loads,
-thresholds and searches that wrap around the nodes."""
+"""The decision memo's boards: a decision read from a board kept across pods (and across snapshots, as
+the runtime hands boards to the next snapshot's memo) equals one from a board built afresh and one
+reached node by node, through every kind of change the cache sees (pods placed, bound elsewhere and
+deleted, nodes tainted, cordoned, resized, added and removed), with herd loads, thresholds and searches
+that wrap around the nodes."""
 
 from __future__ import annotations
 
@@ -88,8 +89,11 @@ def reached_node_by_node(pod_info: PodInfo, cache: ClusterCache, snapshot: Snaps
         cache.unnominate(elsewhere.uid)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_loop(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "snapshot_every"), [(1, 0), (2, 0), (3, 0), (4, 20), (5, 7)])
+def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_loop(
+    seed: int, snapshot_every: int
+) -> None:
+    """`snapshot_every` > 0: a new snapshot every that many pods, its memo taking the boards over."""
     assert feasible_nodes_to_find(NODES) < NODES
     rng = random.Random(seed)
     now = time.time()
@@ -102,6 +106,9 @@ def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_lo
     start = 0
     placed = 0
     for step in range(300):
+        if snapshot_every and step % snapshot_every == snapshot_every - 1:
+            the_snapshot = snapshot(rng, list(cache.nodes), clock())
+            memo = DecisionMemo(the_snapshot, boards=memo.boards)
         change(rng, cache, clock, step)
         pod_info = pending(rng, f"p{step}")
         kept = decide(pod_info, cache, the_snapshot, memo=memo, start=start, rng=random.Random(0))
@@ -128,6 +135,7 @@ def board_of(feasible: str) -> Board:
         index={name: index for index, name in enumerate(names)},
         nodes=[None] * len(names),
         feasible=bytearray(int(flag) for flag in feasible),
+        passed=bytearray(int(flag) for flag in feasible),
         results=[None] * len(names),
         reasons=[None if flag == "1" else "full" for flag in feasible],
         counts=(0, 0, 0),

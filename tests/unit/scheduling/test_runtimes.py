@@ -1,4 +1,5 @@
-"""A policy's runtime: one decision memo per snapshot, starting from the scores its refresher worked out."""
+"""A policy's runtime: one decision memo per snapshot, starting from the scores its refresher worked out
+and the previous memo's boards."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def test_a_new_snapshot_starts_its_memo_from_the_refreshers_scores() -> None:
     assert runtime.memo_for(snapshot) is memo
 
     later = cpu_snapshot({"node-0": 30})
-    assert runtime.memo_for(later).scores is not refresher.scores
+    later_memo = runtime.memo_for(later)
+    assert later_memo.scores is not refresher.scores
+    assert later_memo.boards is memo.boards  # filter verdicts hold across snapshots
     runtime.refresher = None
     assert runtime.memo_for(snapshot).scores.scored is None
