@@ -7,9 +7,12 @@ Writes `--history` seconds of the sandbox exporter's node_exporter series for `-
 plugin queries `--repeats` times at the history's end, one at a time. For each it reports the series
 answered, and Prometheus's CPU (its /proc stat) and memory allocated (go_memstats_alloc_bytes_total)
 per query: first as promsched sends them, with node_uname_info asked once per refresh, then as it sent
-them before 1aae93c, each joined with node_uname_info; and the rebalancer's sustained query for cpu both
-ways. The data sit in persisted blocks, so the figures are lower than a live Prometheus's (whose last
-minutes are in its head) and compare queries, not machines.
+them before 1aae93c, each joined with node_uname_info; the rebalancer's sustained query for cpu both
+ways; and the benchmark's rules variant's queries (`source: RecordingRules`), over the sandbox's node
+mixin rules, which promtool evaluates over the same history first. The data sit in persisted blocks, so
+the figures are lower than a live Prometheus's (whose last minutes are in its head) and compare queries,
+not machines. What evaluating the rules costs is not counted: kube-prometheus-stack evaluates them
+whether or not promsched reads them.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench import commanding
-from bench.variants import policy_spec
+from bench.variants import VARIANTS, policy_spec
 from promsched.api.plugin_specs import PluginSpec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
 from promsched.metrics.plugins import build_plugin
 from promsched.metrics.sustaining import sustained_query
-from promsched.sandbox import exporting
+from promsched.sandbox import exporting, recording_rules
 from promsched.sandbox.monitoring import SCRAPE_SECONDS
 from promsched.sandbox.profiles import LoadProfile
 from promsched.sandbox.supervising import free_port, http_ok, wait_until
@@ -40,6 +45,8 @@ from promsched.sandbox.supervising import free_port, http_ok, wait_until
 # What each query carried until 1aae93c: the baseline the figures are compared with.
 JOINED = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
 SUSTAINED_WINDOW_SECONDS = 300.0
+RULES = " (rules)"
+RULES_VARIANT = next(variant for variant in VARIANTS if variant.metric_source is not None)
 
 
 def queries() -> dict[str, str]:
@@ -59,7 +66,14 @@ def queries() -> dict[str, str]:
             joined_cpu, SUSTAINED_WINDOW_SECONDS, higher_is_better=False
         ),
     }
-    return now | before | sustained
+    spec = policy_spec("", "", variant=RULES_VARIANT)
+    by_name = NodeIdentity.from_spec(NodeIdentitySpec.model_validate(spec["nodeIdentity"]))
+    rules = {
+        f"{plugin.name}{RULES}": plugin.query
+        for plugin in (build_plugin(PluginSpec.model_validate(entry), by_name) for entry in spec["plugins"])
+        if plugin.name != "diskSpace"  # no rule: the same query as above
+    }
+    return now | before | sustained | rules
 
 
 class Prometheus:
@@ -102,6 +116,24 @@ class Prometheus:
         self.process.wait()
 
 
+def _record_rules(directory: Path, prometheus: Prometheus, since: float, until: float) -> None:
+    """The sandbox's node mixin rules evaluated over the history into blocks beside the raw ones (read
+    once Prometheus restarts). load-watcher's copies are left out: promtool evaluates each rule over the
+    raw series alone."""
+    rules = directory / "rules.yml"
+    records = [
+        {"record": name, "expr": expr} for name, expr in recording_rules.NODE_MIXIN_RULES_BY_NODE_NAME.items()
+    ]
+    group = {"name": "node-exporter.rules", "interval": recording_rules.EVALUATION_INTERVAL, "rules": records}
+    rules.write_text(yaml.safe_dump({"groups": [group]}))
+    recorded = directory / "recorded"
+    command = ["promtool", "tsdb", "create-blocks-from", "rules", "--quiet", f"--url={prometheus.url}"]
+    window = [f"--start={int(since)}", f"--end={int(until)}", f"--output-dir={recorded}"]
+    subprocess.run([*command, *window, str(rules)], check=True, capture_output=True)
+    for block in recorded.iterdir():
+        block.rename(directory / "data" / block.name)
+
+
 def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, Any]]:
     """One row per query: series answered, CPU ms and MB allocated per query (mean of `repeats`)."""
     with tempfile.TemporaryDirectory(prefix="promsched-query-cost-") as workdir:
@@ -111,6 +143,11 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
         exporting.write_history(profiles, until - history, until, SCRAPE_SECONDS, directory / "history.om")
         backfill = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
         subprocess.run([*backfill, str(directory / "history.om"), str(directory / "data")], check=True)
+        prometheus = Prometheus(directory)
+        try:
+            _record_rules(directory, prometheus, until - history, until)
+        finally:
+            prometheus.stop()
         prometheus = Prometheus(directory)
         try:
             at = until - SCRAPE_SECONDS
@@ -134,14 +171,15 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
 
 
 def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """A refresh's sum, as sent now (plugins + node_uname_info) and before (the plugins joined)."""
-    now = [row for row in rows if "(joined)" not in row["query"] and not row["query"].startswith("sustained")]
-    before = [
-        row for row in rows if row["query"].endswith("(joined)") and not row["query"].startswith("sustained")
-    ]
+    """A refresh's sum: as sent now (plugins + node_uname_info), before (the plugins joined), and with
+    the rules (the rule queries and diskSpace's; nodes named by `instance`, so no node_uname_info)."""
+    by_name = {row["query"]: row for row in rows if not row["query"].startswith("sustained")}
+    now = [row for name, row in by_name.items() if "(joined)" not in name and RULES not in name]
+    before = [row for name, row in by_name.items() if name.endswith("(joined)")]
+    rules = [row for name, row in by_name.items() if name.endswith(RULES)] + [by_name["diskSpace"]]
     return {
         label: {key: sum(row[key] for row in chosen) for key in ("cpu_ms", "allocated_mb")}
-        for label, chosen in (("now", now), ("before", before))
+        for label, chosen in (("now", now), ("before", before), ("rules", rules))
     }
 
 

@@ -20,7 +20,9 @@ def test_every_query_answers_a_series_per_node_and_is_costed() -> None:
     assert names[:6] == ["cpu", "memory", "diskIO", "diskSpace", "network", "node_uname_info"]
     assert "cpu (joined)" in names
     assert "sustained cpu (joined)" in names
+    # The node mixin rules promtool recorded over the history answer too.
+    assert {"cpu (rules)", "memory (rules)", "diskIO (rules)", "network (rules)"} <= set(names)
     assert all(row["series"] == 3 for row in rows)
     assert all(row["allocated_mb"] > 0 for row in rows)
     totals = refresh_totals(rows)
-    assert set(totals) == {"now", "before"}
+    assert set(totals) == {"now", "before", "rules"}
