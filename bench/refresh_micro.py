@@ -10,7 +10,12 @@ the first pod is decided as `Scheduler.schedule_one` does it (the memo a new sna
 garbage collector is settled after set-up as the operator settles it once its initial lists are in
 (`wiring.settle_collector`: the heap frozen, full collections made rarer). A ticker on the event loop,
 asking to wake every millisecond, records how late it woke: the longest wait is how long a pod arriving
-then would have waited for the loop. It also reports the process's CPU per refresh.
+then would have waited for the loop. Pods' stand-ins, arriving at 50 a second, each make 6 round trips
+to an echo server in a third process (a pod's watch event, binding and event are socket calls
+too): each time the loop gives up the GIL for a socket call while the metrics thread parses and scores,
+it waits for the GIL's switch interval to take it back (`wiring.shorten_gil_switches`, which the micro
+applies as the operator does; `--switch-interval` to compare). It also reports the process's CPU per
+refresh.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ from bench import commanding
 from bench.decide_micro import bench_policy, build, pod
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
-from promsched.operating.wiring import FULL_COLLECTION_EVERY, settle_collector
+from promsched.operating.wiring import (
+    FULL_COLLECTION_EVERY,
+    GIL_SWITCH_SECONDS,
+    settle_collector,
+    shorten_gil_switches,
+)
 from promsched.sandbox.supervising import free_port, wait_until
 from promsched.scheduling.deciding import decide
 from promsched.scheduling.recording import PolicyStatus
@@ -65,6 +75,49 @@ _SERVER = textwrap.dedent(
     ThreadingHTTPServer(("127.0.0.1", port), Answer).serve_forever()
     """
 )
+# The pods' echo server: a process of its own, so building the stand-in's answers does not slow it.
+_ECHO = textwrap.dedent(
+    """
+    import socket, sys, threading
+    def echo(connection):
+        while data := connection.recv(4096):
+            connection.sendall(data)
+    listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+    while True:
+        threading.Thread(target=echo, args=(listener.accept()[0],), daemon=True).start()
+    """
+)
+
+
+POD_ROUND_TRIPS = 6
+POD_INTERVAL_SECONDS = 0.02  # 50 pods/s
+POD_CONNECTIONS = 8  # a pod takes a free one, as aiohttp's pool lends them
+
+
+async def _pods(latencies: list[float], stop: asyncio.Event, echo_port: int) -> None:
+    """Pods arriving every POD_INTERVAL_SECONDS until `stop`, each POD_ROUND_TRIPS echoes; their
+    latencies from arrival to the last answer."""
+    pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(POD_CONNECTIONS):
+        pool.put_nowait(await asyncio.open_connection("127.0.0.1", echo_port))
+
+    async def one_pod() -> None:
+        arrived = time.monotonic()
+        reader, writer = connection = await pool.get()
+        for _ in range(POD_ROUND_TRIPS):
+            writer.write(b"p" * 200)
+            await writer.drain()
+            await reader.readexactly(200)
+        pool.put_nowait(connection)
+        latencies.append(time.monotonic() - arrived)
+
+    pods = []
+    while not stop.is_set():
+        pods.append(asyncio.create_task(one_pod()))
+        await asyncio.sleep(POD_INTERVAL_SECONDS)
+    await asyncio.gather(*pods)
+    while not pool.empty():
+        pool.get_nowait()[1].close()
 
 
 async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
@@ -75,7 +128,9 @@ async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
         lateness.append(loop.time() - asked - 0.001)
 
 
-async def _measure(nodes: int, rounds: int, url: str, full_every: int) -> list[dict[str, Any]]:
+async def _measure(
+    nodes: int, rounds: int, url: str, echo_port: int, full_every: int, switch_interval: float
+) -> list[dict[str, Any]]:
     cache, _ = build(nodes)
     plan = plan_from_policy(parse_spec(bench_policy()))
     directory = NodeDirectory.of(cache.nodes)
@@ -83,16 +138,20 @@ async def _measure(nodes: int, rounds: int, url: str, full_every: int) -> list[d
     runtime = PolicyRuntime("bench", "", PolicyStatus(history=10), refresher=refresher)
     rng = random.Random(1)
     await refresher.refresh()  # the first: connections opened, nothing measured
-    thresholds = gc.get_threshold()
+    thresholds, switching = gc.get_threshold(), sys.getswitchinterval()
     rows = []
     try:
+        shorten_gil_switches()  # as the operator does at its start
+        sys.setswitchinterval(switch_interval)
         settle_collector()  # as the operator does once its initial lists are in
         gc.set_threshold(*thresholds[:2], full_every)
         collections = gc.get_stats()[2]["collections"]
         for index in range(rounds):
             lateness: list[float] = []
+            latencies: list[float] = []
             stop = asyncio.Event()
             ticker = asyncio.create_task(_ticker(lateness, stop))
+            pods = asyncio.create_task(_pods(latencies, stop, echo_port))
             await asyncio.sleep(0.05)
             cpu = time.process_time()
             snapshot = await refresher.refresh()
@@ -104,12 +163,16 @@ async def _measure(nodes: int, rounds: int, url: str, full_every: int) -> list[d
             await asyncio.sleep(0.05)
             stop.set()
             await ticker
+            await pods
             rows.append(
                 {
                     "round": index,
                     "nodes_sampled": min(len(part.samples) for part in snapshot.plugins.values()),
                     "loop_wait_max_ms": 1000 * max(lateness),
-                    "loop_wait_p99_ms": 1000 * sorted(lateness)[(len(lateness) - 1) * 99 // 100],
+                    "loop_wait_p99_ms": 1000 * _p99(lateness),
+                    "pods": len(latencies),
+                    "pod_p99_ms": 1000 * _p99(latencies),
+                    "pod_max_ms": 1000 * max(latencies),
                     "refresh_cpu_ms": 1000 * (started - cpu),
                     "first_decide_cpu_ms": 1000 * (decided - started),
                     "full_collections": gc.get_stats()[2]["collections"] - collections,
@@ -117,9 +180,14 @@ async def _measure(nodes: int, rounds: int, url: str, full_every: int) -> list[d
             )
     finally:
         await refresher.stop()
-        gc.unfreeze()  # the process's collector as it was: a caller (a test) may go on
+        gc.unfreeze()  # the process's collector and switching as they were: a caller (a test) may go on
         gc.set_threshold(*thresholds)
+        sys.setswitchinterval(switching)
     return rows
+
+
+def _p99(values: list[float]) -> float:
+    return sorted(values)[(len(values) - 1) * 99 // 100]
 
 
 def _listening(port: int) -> bool:
@@ -127,17 +195,30 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def measure(nodes: int, rounds: int, full_every: int = FULL_COLLECTION_EVERY) -> list[dict[str, Any]]:
+def measure(
+    nodes: int,
+    rounds: int,
+    full_every: int = FULL_COLLECTION_EVERY,
+    switch_interval: float = GIL_SWITCH_SECONDS,
+) -> list[dict[str, Any]]:
     """One row per refresh after the first, against a stand-in Prometheus answering for `nodes` nodes;
-    full garbage collections once per `full_every` middle-generation ones."""
-    port = free_port()
+    full garbage collections once per `full_every` middle-generation ones, the GIL handed over after
+    `switch_interval` seconds."""
+    port, echo_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port), str(nodes)])
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO, str(echo_port)])
     try:
-        wait_until("the stand-in Prometheus", lambda: _listening(port), 30, interval=0.05)
-        return asyncio.run(_measure(nodes, rounds, f"http://127.0.0.1:{port}", full_every))
+
+        def ready() -> bool:
+            return _listening(port) and _listening(echo_port)
+
+        wait_until("the stand-in Prometheus and the echo server", ready, 30, interval=0.05)
+        url = f"http://127.0.0.1:{port}"
+        return asyncio.run(_measure(nodes, rounds, url, echo_port, full_every, switch_interval))
     finally:
-        server.terminate()
-        server.wait()
+        for process in (server, echo):
+            process.terminate()
+            process.wait()
 
 
 def main() -> None:
@@ -150,13 +231,20 @@ def main() -> None:
         default=FULL_COLLECTION_EVERY,
         help=f"the collector's third threshold (the operator's: {FULL_COLLECTION_EVERY}; Python's: 10)",
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=GIL_SWITCH_SECONDS,
+        help=f"seconds before the GIL is handed over (the operator's: {GIL_SWITCH_SECONDS}; Python's: 0.005)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
-    rows = measure(args.nodes, args.rounds, args.full_collections_every)
+    rows = measure(args.nodes, args.rounds, args.full_collections_every, args.switch_interval)
     for row in rows:
         print(
             f"{args.nodes} nodes, round {row['round']}: the loop waited at most "
-            f"{row['loop_wait_max_ms']:.1f} ms (p99 {row['loop_wait_p99_ms']:.1f}); refresh "
+            f"{row['loop_wait_max_ms']:.1f} ms (p99 {row['loop_wait_p99_ms']:.1f}); {row['pods']} pods "
+            f"took at most {row['pod_max_ms']:.1f} ms (p99 {row['pod_p99_ms']:.1f}); refresh "
             f"{row['refresh_cpu_ms']:.0f} ms CPU, first decision after it "
             f"{row['first_decide_cpu_ms']:.1f} ms; {row['full_collections']} full collection(s) so far"
         )

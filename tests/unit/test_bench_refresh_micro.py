@@ -12,3 +12,4 @@ def test_each_round_samples_every_node_and_decides_a_pod() -> None:
     assert [row["round"] for row in rows] == [0, 1]
     assert all(row["nodes_sampled"] == 30 for row in rows)
     assert all(row["loop_wait_max_ms"] >= row["loop_wait_p99_ms"] for row in rows)
+    assert all(row["pods"] > 0 and row["pod_max_ms"] >= row["pod_p99_ms"] > 0 for row in rows)

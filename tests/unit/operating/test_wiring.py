@@ -8,6 +8,7 @@ import copy
 import gc
 import socket
 import ssl
+import sys
 from typing import Any, cast
 
 import kopf
@@ -18,6 +19,7 @@ from promsched.kube.sending import KubeClient
 from promsched.operating import listening
 from promsched.operating.wiring import (
     FULL_COLLECTION_EVERY,
+    GIL_SWITCH_SECONDS,
     TLS_READ_BUFFER,
     Memo,
     NoDiffBase,
@@ -59,12 +61,18 @@ def test_no_progress_is_kept_or_written() -> None:
     assert storage.clear(essence=essence) is essence
 
 
-async def test_startup_keeps_no_diff_base_or_progress() -> None:
+async def test_startup_keeps_no_diff_base_or_progress_and_shortens_gil_switches() -> None:
     settings = kopf.OperatorSettings()
     listener = listening.bind("127.0.0.1:0")
     listener.close()  # the startup stops at its last step, after the settings
-    with pytest.raises(kopf.PermanentError):
-        await startup(settings=settings, memo=Memo(runtime=runtime_on(listener)))
+    switch_interval = sys.getswitchinterval()
+    try:
+        with pytest.raises(kopf.PermanentError):
+            await startup(settings=settings, memo=Memo(runtime=runtime_on(listener)))
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_SECONDS)
+    finally:
+        sys.setswitchinterval(switch_interval)
+    assert switch_interval > GIL_SWITCH_SECONDS  # Python's own, which the startup changed
     assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
     assert isinstance(settings.persistence.progress_storage, NoProgress)
 
