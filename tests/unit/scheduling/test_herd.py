@@ -147,3 +147,15 @@ def test_deleted_and_finished_pods_weigh_no_more(cache: ClusterCache, clock: Clo
     cache.remove_pod("uid-a")
     cache.observe_pod(pod_info("b", node_name="n2", phase="Succeeded"))
     assert herd_adjustments(cache, DecisionMemo(snapshot()), ["n1", "n2"]) == {}
+
+
+def test_the_node_mixin_cpu_rule_shows_a_placement_over_its_5m_rate_and_the_time_range() -> None:
+    """source RecordingRules: the rule is a 5m rate, averaged over timeRange, so a pod's load takes
+    both to show in full; memory's rule is an instant ratio."""
+    rules = plan_from_policy(
+        policy_spec(
+            {"name": "cpu", "timeRange": "1m", "source": "RecordingRules"},
+            {"name": "memory", "timeRange": "0s", "source": "RecordingRules"},
+        )
+    )
+    assert herd_memory_seconds(rules) == METRIC_LAG_SECONDS + 60 + 300
