@@ -116,6 +116,12 @@ class Boards:
 
     kept: OrderedDict[Hashable, Board] = field(default_factory=OrderedDict)
 
+    def following(self, scored: object) -> Boards:
+        """For the next snapshot's memo: the boards up to date with `scored`, the ending snapshot's
+        scores. Boards last used under an older snapshot are left behind: they would keep its results
+        alive, and they are rebuilt afresh when a pod like theirs comes again."""
+        return Boards(OrderedDict((key, board) for key, board in self.kept.items() if board.scored is scored))
+
     def board(
         self,
         key: Hashable,

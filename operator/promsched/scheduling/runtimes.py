@@ -82,7 +82,9 @@ class PolicyRuntime:
         the boards (their filter verdicts hold; their scores are redone for the new snapshot)."""
         if self.memo is None or self.memo.snapshot is not snapshot:
             scores = self.refresher.scores_for(snapshot) if self.refresher is not None else ScoreMemo()
-            boards = self.memo.boards if self.memo is not None else Boards()
+            boards = (
+                self.memo.boards.following(self.memo.scores.scored) if self.memo is not None else Boards()
+            )
             self.memo = DecisionMemo(snapshot, scores, boards=boards)
         return self.memo
 

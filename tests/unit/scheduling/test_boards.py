@@ -108,7 +108,7 @@ def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_lo
     for step in range(300):
         if snapshot_every and step % snapshot_every == snapshot_every - 1:
             the_snapshot = snapshot(rng, list(cache.nodes), clock())
-            memo = DecisionMemo(the_snapshot, boards=memo.boards)
+            memo = DecisionMemo(the_snapshot, boards=memo.boards.following(memo.scores.scored))
         change(rng, cache, clock, step)
         pod_info = pending(rng, f"p{step}")
         kept = decide(pod_info, cache, the_snapshot, memo=memo, start=start, rng=random.Random(0))
