@@ -107,12 +107,13 @@ class NodeIdentity:
     def from_spec(cls, spec: NodeIdentitySpec) -> NodeIdentity:
         return cls(spec.source, spec.label or "instance")
 
-    @property
+    # Cached: `node_of` reads both for every series of every refresh.
+    @functools.cached_property
     def uses_hostnames(self) -> bool:
         """Whether series are mapped through node_uname_info (`NodeDirectory.with_hostnames`)."""
         return self.source is NodeIdentitySource.UNAME_NODENAME
 
-    @property
+    @functools.cached_property
     def node_label(self) -> str:
         """The label a query must keep (aggregate ``by``): it names, addresses or (UnameNodename, as
         ``instance``) leads to the node."""

@@ -262,10 +262,14 @@ def _parse_vector(payload: dict[str, Any], query: str) -> QueryResult:
     finite: list[Series] = []
     non_finite: list[Series] = []
     for item in data["result"]:
+        # The decoded label set is kept as it is (JSON keys are strings): its values checked, not copied.
         try:
             timestamp, text = item["value"]
-            labels = {str(name): str(value) for name, value in item["metric"].items()}
-            series = Series(labels=labels, value=float(text), timestamp=float(timestamp))
+            labels = item["metric"]
+            for label_value in labels.values():
+                if type(label_value) is not str:
+                    raise TypeError
+            series = Series(labels, float(text), float(timestamp))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise PrometheusBadResponse(f"malformed vector element: {str(item)[:200]}", query=query) from None
         (finite if math.isfinite(series.value) else non_finite).append(series)

@@ -17,7 +17,6 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import NamedTuple
 
 from promsched.api.policies import OnMissingMetrics
@@ -124,12 +123,9 @@ def score_nodes(
             continue
         result = cached.get(node)
         if result is None:
-            result = cached[node] = _score_node(snapshot, node, moment, _NO_EXTRA)
+            result = cached[node] = _score_node(snapshot, node, moment, None)
         results.append(result)
     return results
-
-
-_NO_EXTRA: Mapping[str, float] = MappingProxyType({})
 
 
 def prescore(snapshot: Snapshot, nodes: Iterable[str]) -> ScoreMemo:
@@ -149,7 +145,9 @@ def incoming_pod_reason(plugin: Plugin, node: str, value: float, percent: float)
     return FilterReason(plugin.threshold_reason, f"{node} {with_pod} with the pod's estimated {percent:.0f}%")
 
 
-def _score_node(snapshot: Snapshot, node: str, moment: float, extra: Mapping[str, float]) -> NodeResult:
+def _score_node(
+    snapshot: Snapshot, node: str, moment: float, extra: Mapping[str, float] | None
+) -> NodeResult:
     plan = snapshot.plan
     fresh_since = moment - plan.stale_after_seconds
     on_missing = plan.on_missing
@@ -161,21 +159,23 @@ def _score_node(snapshot: Snapshot, node: str, moment: float, extra: Mapping[str
     reasons: list[FilterReason] = []
     for plugin_snapshot in snapshot.plugins.values():
         plugin = plugin_snapshot.plugin
+        name, weight = plugin.name, plugin.weight
         sample = plugin_snapshot.samples.get(node)
         if sample is None or sample.sample_time < fresh_since:
-            scores.append(PluginResult(plugin.name, None, missing_score))
+            scores.append(PluginResult(name, None, missing_score))
             if missing_score is not None:
-                weighted += plugin.weight * missing_score
-                weights += plugin.weight
+                weighted += weight * missing_score
+                weights += weight
             elif filter_missing:
                 state = "no sample" if sample is None else "a stale sample"
-                reasons.append(FilterReason(f"{plugin.name} metrics missing", f"{node}: {state}"))
+                reasons.append(FilterReason(f"{name} metrics missing", f"{node}: {state}"))
             continue
-        if added := extra.get(plugin.name):
+        if extra and (added := extra.get(name)):
             sample = plugin.with_extra_load(sample, added)
-        scores.append(PluginResult(plugin.name, sample.value, sample.score))
-        weighted += plugin.weight * sample.score
-        weights += plugin.weight
+        score = sample.score
+        scores.append(PluginResult(name, sample.value, score))
+        weighted += weight * score
+        weights += weight
         if sample.over_threshold:
             reasons.append(FilterReason(plugin.threshold_reason, f"{node} {plugin.describe(sample.value)}"))
     total = weighted / weights if weights else NEUTRAL_SCORE

@@ -104,9 +104,28 @@ async def test_nan_and_inf_are_dropped_and_reported(prometheus: FakePrometheus) 
             b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}',
             "application/json",
         ),
+        (
+            b'{"status": "success", "data": {"resultType": "vector", "result": '
+            b'[{"metric": {"instance": 7}, "value": [1, "2"]}]}}',
+            "application/json",
+        ),
+        (
+            b'{"status": "success", "data": {"resultType": "vector", "result": '
+            b'[{"metric": ["instance"], "value": [1, "2"]}]}}',
+            "application/json",
+        ),
         (b'{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}', "application/json"),
     ],
-    ids=["html", "truncated-json", "not-an-object", "no-data", "element-without-value", "scalar"],
+    ids=[
+        "html",
+        "truncated-json",
+        "not-an-object",
+        "no-data",
+        "element-without-value",
+        "label-value-not-a-string",
+        "labels-not-an-object",
+        "scalar",
+    ],
 )
 async def test_malformed_answers_are_bad_responses(
     prometheus: FakePrometheus, body: bytes, content_type: str

@@ -25,7 +25,8 @@ INSTANT_COUNTER_WINDOW_SECONDS = 60.0
 
 
 def clamp_percent(value: float) -> float:
-    return min(max(value, 0.0), 100.0)
+    # Comparisons, not min(max()): this runs for every node and plugin at each refresh.
+    return 0.0 if value < 0.0 else 100.0 if value > 100.0 else value
 
 
 def relative_scores(values: Mapping[str, float], *, higher_is_better: bool) -> dict[str, float]:
