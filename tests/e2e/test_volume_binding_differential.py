@@ -148,10 +148,13 @@ def test_a_stateful_set_with_local_volumes_on_two_nodes_places_two_replicas_ther
                 what=f"the {prefix} replicas' claims bound",
             )
             [pending] = [name for name, node in placed.items() if not node]
+            # The StatefulSet controller creates a replica's claim just before the pod, and the claims'
+            # watch may deliver it after the pods' watch: either scheduler may first say the claim was
+            # not found, then retry once it arrives (a claim added lifts the rejection).
             messages[prefix] = eventually(
                 lambda pending=pending: failed_scheduling(cluster, pending),
-                bool,
-                what=f"{prefix} FailedScheduling",
+                lambda message: bool(message) and "not found" not in message,
+                what=f"{prefix} FailedScheduling once its claim is known",
             )
         expected = "0/6 nodes are available: 6 node(s) didn't find available persistent volumes to bind."
         assert without_preemption(messages["kube"]) == expected
