@@ -13,8 +13,9 @@ fresh scheduler:
   stream (infinite_watch, continuous_watch, watch_objs) over a fake API stream of parsed events, the
   watcher multiplexing them to per-pod workers, process_resource_event, cause detection and handler
   invocation, then promsched's `pod_event`. Each event is yielded once the previous one was handled,
-  as events trickle in from the API server. Each pod's worker lives through the burst (Kopf ends one
-  after 5 s without events) and ends when the watcher does.
+  as events trickle in from the API server. Each pod's worker ends after
+  `wiring.KOPF_WORKER_IDLE_SECONDS` without events (a later event starts another) or when the watcher
+  does.
 
 It reports CPU microseconds per event (process time, min over the rounds) of both and their
 difference, Kopf's own; `--profile` adds a cProfile of one kopf round. The JSON parsing of the stream's

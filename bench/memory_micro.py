@@ -17,6 +17,10 @@ Each part runs in a process of its own, so none inherits another's heap:
   __init__ or a dict comprehension is charged to the line that called it).
 - kopf: Kopf's own memory per watched object: `ResourceMemories.recall` for P pod bodies with a memo like
   the operator's, as Kopf's processing does for every object until its deletion.
+- workers: what P pods waiting for a node hold through Kopf's real watch path (`tests.support.
+  kopf_watching`, each pod added pending) one second after their events were handled, with Kopf's own
+  per-object worker idle timeout and with promsched's (`wiring.KOPF_WORKER_IDLE_SECONDS`): Kopf keeps a
+  worker per object until it has been idle that long.
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ from typing import Any
 from bench.decide_micro import (
     add_nodes_and_policy,
     bench_scheduler,
+    fed_scheduler,
     next_state,
     place,
     pod_object,
     running_status,
 )
 
-PARTS = ("rss", "sites", "kopf")
+PARTS = ("rss", "sites", "kopf", "workers")
 # Frames of these files are never charged: they allocate on behalf of the code that called them.
 _PASS_THROUGH = ("<string>", "<frozen", "/dataclasses.py", "/functools.py", "/typing.py")
 
@@ -200,6 +205,32 @@ def measure_kopf(pods: int) -> float:
     return grown / pods
 
 
+def measure_workers(pods: int, idle_timeout: float) -> tuple[float, int]:
+    """Bytes held per pending pod, and the tasks alive, one second after Kopf handled P pods' ADDED
+    events with workers that end after `idle_timeout` idle seconds (the scheduler's own queue included)."""
+    from tests.support.kopf_watching import watch  # Kopf with it, before tracing starts
+
+    loop = asyncio.new_event_loop()
+    scheduler, scheduler_name = fed_scheduler(loop, 100)
+    events = [{"type": "ADDED", "object": pod_object(index, scheduler_name)} for index in range(pods)]
+    held: list[tuple[int, int]] = []
+
+    async def after_a_second() -> None:
+        await asyncio.sleep(1.0)
+        gc.collect()
+        held.append((tracemalloc.get_traced_memory()[0], len(asyncio.all_tasks())))
+
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    loop.run_until_complete(watch(scheduler, events, idle_timeout=idle_timeout, then=after_a_second))
+    tracemalloc.stop()
+    loop.run_until_complete(scheduler.close())
+    loop.close()
+    [(traced, tasks)] = held
+    return (traced - before) / pods, tasks
+
+
 def run_part(args: argparse.Namespace) -> None:
     part, nodes, pods, other, top = args.part, args.nodes, args.pods, args.other, args.top
     if part == "rss":
@@ -221,8 +252,22 @@ def run_part(args: argparse.Namespace) -> None:
             print(f"  {title}:")
             for name, size in counts.most_common(top):
                 print(f"    {size / more:8.0f} B/pod  {name}")
-    else:
+    elif part == "kopf":
         print(f"kopf: ResourceMemories.recall keeps {measure_kopf(pods):.0f} B per pod")
+    else:
+        import kopf  # here, so the other parts' processes do not load it
+
+        from promsched.operating.wiring import KOPF_WORKER_IDLE_SECONDS
+
+        for label, idle in (
+            ("Kopf's", kopf.OperatorSettings().queueing.idle_timeout),
+            ("promsched's", KOPF_WORKER_IDLE_SECONDS),
+        ):
+            per_pod, tasks = measure_workers(pods, idle)
+            print(
+                f"workers: {pods} pending pods, {label} idle timeout {idle:g} s: {per_pod:.0f} B per pod "
+                f"held a second after their events, {tasks} tasks alive"
+            )
 
 
 def main() -> None:

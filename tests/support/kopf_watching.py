@@ -3,8 +3,8 @@ machinery, with the settings and handlers promsched's startup installs, over a f
 
 Kopf's list call and watch stream are patched (`fake_api`): the list is empty, the stream yields the
 given parsed events, each once the previous one reached the scheduler, as events trickle in from the API
-server. Each pod's worker lives through the events (Kopf ends one after 5 s without events) and ends when
-the watcher does. The JSON parsing of the stream's lines and aiohttp's reads are not in it.
+server. Each pod's worker ends after `wiring.KOPF_WORKER_IDLE_SECONDS` without events, or when the
+watcher does. The JSON parsing of the stream's lines and aiohttp's reads are not in it.
 
 It imports only Kopf and promsched, so `bench.kopf_micro` imports it too, as `tests.support.kopf_watching`
 (run from the repository root).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 from unittest import mock
 
@@ -86,11 +86,21 @@ def fake_api(events: list[dict[str, Any]], handled: Handled) -> Iterator[None]:
         yield
 
 
-async def watch(scheduler: Scheduler, events: list[dict[str, Any]]) -> None:
+async def watch(
+    scheduler: Scheduler,
+    events: list[dict[str, Any]],
+    *,
+    idle_timeout: float | None = None,
+    then: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """`events` through Kopf's watcher of pods, as kopf.run's orchestration starts it, to promsched's
-    registered handlers and on to `scheduler.on_pod`; returns once every event reached it."""
+    registered handlers and on to `scheduler.on_pod`; returns once every event reached it, and `then`
+    (awaited while the watcher and its workers still run). `idle_timeout` replaces promsched's
+    `settings.queueing.idle_timeout`."""
     settings = kopf.OperatorSettings()
     wiring.configure(settings, wiring.RunOptions())
+    if idle_timeout is not None:
+        settings.queueing.idle_timeout = idle_timeout
     handled = Handled(scheduler)
     scheduler.on_pod = handled  # type: ignore[method-assign]
     runtime: Any = mock.Mock(scheduler=scheduler)  # what the handlers read of it
@@ -117,6 +127,8 @@ async def watch(scheduler: Scheduler, events: list[dict[str, Any]]) -> None:
             )
         )
         await handled.reached(len(events))
+        if then is not None:
+            await then()
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher

@@ -20,6 +20,7 @@ from promsched.operating import listening
 from promsched.operating.wiring import (
     FULL_COLLECTION_EVERY,
     GIL_SWITCH_SECONDS,
+    KOPF_WORKER_IDLE_SECONDS,
     TLS_READ_BUFFER,
     Memo,
     NoDiffBase,
@@ -86,6 +87,13 @@ def test_kopf_watches_and_lists_only_unbound_unfinished_pods() -> None:
     unbound = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
     assert list(selectors.collect(pods)) == [unbound]
     assert not list(selectors.collect(nodes))
+
+
+def test_kopf_ends_an_idle_objects_worker_sooner_than_its_default() -> None:
+    settings = kopf.OperatorSettings()
+    kopfs_own = settings.queueing.idle_timeout
+    configure(settings, RunOptions())
+    assert settings.queueing.idle_timeout == KOPF_WORKER_IDLE_SECONDS < kopfs_own
 
 
 async def test_tls_connections_get_small_read_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
