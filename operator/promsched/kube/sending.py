@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
@@ -52,9 +51,8 @@ class ApiError(Exception):
 
 # client-go's rest client sends a request the API server asked to retry later at most this many times
 # more; promsched waits at most this long however long the API server asks (APF asks for 1 s).
-# The per-request constants: bodies as compact JSON in bytes (aiohttp sends them as they are, where a
-# str would be encoded again), and the headers built once per content type.
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
+# Bodies go as orjson's compact UTF-8 bytes (aiohttp sends bytes as they are; json's encoder was 2% of
+# the busy samples in a 5000-pod burst's profile), and the headers are built once per content type.
 _ACCEPT: Mapping[str, str] = {"Accept": JSON}
 
 
@@ -237,7 +235,7 @@ class KubeClient:
     async def _send_once(self, request: Request) -> Any:
         if self._session is None:
             raise RuntimeError("KubeClient used outside `async with`")
-        data = None if request.body is None else _ENCODER.encode(request.body).encode()
+        data = None if request.body is None else orjson.dumps(request.body)
         headers = _ACCEPT if data is None else _headers_with(request.content_type)
         async with self._session.request(
             request.method, request.path, data=data, headers=headers, params=request.params or None
