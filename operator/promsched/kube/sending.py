@@ -49,8 +49,6 @@ class ApiError(Exception):
         return cls(request, status, "", text[:500], retry_after)
 
 
-# client-go's rest client sends a request the API server asked to retry later at most this many times
-# more; promsched waits at most this long however long the API server asks (APF asks for 1 s).
 # Bodies go as orjson's compact UTF-8 bytes (aiohttp sends bytes as they are; json's encoder was 2% of
 # the busy samples in a 5000-pod burst's profile), and the headers are built once per content type.
 _ACCEPT: Mapping[str, str] = {"Accept": JSON}
@@ -61,6 +59,8 @@ def _headers_with(content_type: str) -> Mapping[str, str]:
     return {**_ACCEPT, "Content-Type": content_type}
 
 
+# client-go's rest client sends a request the API server asked to retry later at most this many times
+# more; promsched waits at most this long however long the API server asks (APF asks for 1 s).
 MAX_RETRIES = 10
 MAX_RETRY_AFTER = 60.0
 
