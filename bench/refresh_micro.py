@@ -13,8 +13,8 @@ asking to wake every millisecond, records how late it woke: the longest wait is 
 then would have waited for the loop. Pods' stand-ins, arriving at 50 a second, each make 6 round trips
 to an echo server in a third process (a pod's watch event, binding and event are socket calls
 too): each time the loop gives up the GIL for a socket call while the metrics thread parses and scores,
-it waits for the GIL's switch interval to take it back (`wiring.shorten_gil_switches`, which the micro
-applies as the operator does; `--switch-interval` to compare). It also reports the process's CPU per
+it waits for the GIL's switch interval to take it back (the micro sets the operator's,
+`wiring.GIL_SWITCH_SECONDS`; `--switch-interval` to compare). It also reports the process's CPU per
 refresh.
 """
 
@@ -33,14 +33,10 @@ from typing import Any
 
 from bench import commanding
 from bench.decide_micro import bench_policy, build, pod
+from bench.quality_measures import percentile
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
-from promsched.operating.wiring import (
-    FULL_COLLECTION_EVERY,
-    GIL_SWITCH_SECONDS,
-    settle_collector,
-    shorten_gil_switches,
-)
+from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
 from promsched.sandbox.supervising import free_port, wait_until
 from promsched.scheduling.deciding import decide
 from promsched.scheduling.recording import PolicyStatus
@@ -141,8 +137,7 @@ async def _measure(
     thresholds, switching = gc.get_threshold(), sys.getswitchinterval()
     rows = []
     try:
-        shorten_gil_switches()  # as the operator does at its start
-        sys.setswitchinterval(switch_interval)
+        sys.setswitchinterval(switch_interval)  # the operator's own by default (`shorten_gil_switches`)
         settle_collector()  # as the operator does once its initial lists are in
         gc.set_threshold(*thresholds[:2], full_every)
         collections = gc.get_stats()[2]["collections"]
@@ -169,9 +164,9 @@ async def _measure(
                     "round": index,
                     "nodes_sampled": min(len(part.samples) for part in snapshot.plugins.values()),
                     "loop_wait_max_ms": 1000 * max(lateness),
-                    "loop_wait_p99_ms": 1000 * _p99(lateness),
+                    "loop_wait_p99_ms": 1000 * percentile(lateness, 0.99),
                     "pods": len(latencies),
-                    "pod_p99_ms": 1000 * _p99(latencies),
+                    "pod_p99_ms": 1000 * percentile(latencies, 0.99),
                     "pod_max_ms": 1000 * max(latencies),
                     "refresh_cpu_ms": 1000 * (started - cpu),
                     "first_decide_cpu_ms": 1000 * (decided - started),
@@ -184,10 +179,6 @@ async def _measure(
         gc.set_threshold(*thresholds)
         sys.setswitchinterval(switching)
     return rows
-
-
-def _p99(values: list[float]) -> float:
-    return sorted(values)[(len(values) - 1) * 99 // 100]
 
 
 def _listening(port: int) -> bool:
