@@ -16,7 +16,6 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -437,7 +436,7 @@ class Scheduler:
                 generation=generation,
                 mode=mode,
                 top_nodes=[
-                    replace(result, plugins=result.plugins[:PLUGINS_SHOWN]).to_api() for result in shown
+                    result._replace(plugins=result.plugins[:PLUGINS_SHOWN]).to_api() for result in shown
                 ],
                 filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
                 estimate=usage,

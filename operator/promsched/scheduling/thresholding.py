@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import gt
 
 from promsched.metrics.plugins import Plugin
@@ -84,7 +84,7 @@ class Thresholds:
             percent = 100.0 * amount / check.allocatable_of(info.allocatable)
             reason = incoming_pod_reason(check.plugin, result.node, value, percent)
             if reason is not None:
-                return replace(result, reasons=(reason,))
+                return result._replace(reasons=(reason,))
         return result
 
 
