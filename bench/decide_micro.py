@@ -1,6 +1,6 @@
 """The scheduling cycle alone, without a cluster: `decide()` for a burst of pods on N simulated nodes.
 
-    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle]
+    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle] [--shapes all]
 
 It builds the scheduler's cache from the same node objects the sandbox creates, a snapshot of the
 benchmark's policy from the same skewed load profiles, and then decides and assumes pods one after
@@ -8,6 +8,10 @@ another, as `Scheduler.schedule_one` does. It reports CPU milliseconds per decis
 programs on a shared machine inflate wall time, not this) with Python's garbage collector as it is,
 with the heap frozen after set-up (`gc.freeze()`), and with it disabled; `--profile` adds a cProfile
 of the decisions. Use it to check a change to the hot path before the full benchmark.
+
+`--shapes` measures decisions for pods with placement rules too, one pod shape after another (`SHAPES`:
+spreading over zones or hosts, preferred or required pod anti-affinity, a host port), each the best of
+three bursts on a fresh cache; `--profile` then profiles the last shape named.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
 parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports it), its cycle
@@ -27,7 +31,7 @@ import pstats
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from bench.loads import skewed_profiles
 from bench.pods import POD_CPU, POD_MEMORY, pod_manifest
@@ -44,6 +48,7 @@ from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
+from promsched.scheduling.scores.topology_spread import HOSTNAME as HOSTNAME_LABEL
 
 # Which profile field each built-in plugin reads.
 PROFILE_FIELD = {
@@ -93,7 +98,59 @@ def snapshot_of(names: list[str], plan: Plan, seed: int = 8) -> Snapshot:
     return Snapshot(plan=plan, taken_at=now, plugins=plugins)
 
 
-def pod(index: int) -> PodInfo:
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"  # the sandbox nodes' zones (`node_manifest`)
+WEB: Final = {"app": "web"}
+_WEB_SELECTOR: Final = {"matchLabels": WEB}
+_CONTAINER: Final = {"name": "c", "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}}}
+# Pod shapes by name: what each adds to the benchmark pod's spec (the pods of a shape carry WEB).
+SHAPES: Final[dict[str, dict[str, Any]]] = {
+    "plain": {},
+    "spread-zone": {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE_LABEL,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": _WEB_SELECTOR,
+            }
+        ]
+    },
+    "spread-hostname": {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": HOSTNAME_LABEL,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": _WEB_SELECTOR,
+            }
+        ]
+    },
+    "anti-affinity-preferred": {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {"topologyKey": HOSTNAME_LABEL, "labelSelector": _WEB_SELECTOR},
+                    }
+                ]
+            }
+        }
+    },
+    "anti-affinity-required": {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": HOSTNAME_LABEL, "labelSelector": _WEB_SELECTOR}
+                ]
+            }
+        }
+    },
+    "host-port": {"containers": [{**_CONTAINER, "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
+}
+
+
+def pod(index: int, shape: str = "plain") -> PodInfo:
     return PodInfo.from_object(
         {
             "metadata": {
@@ -101,13 +158,9 @@ def pod(index: int) -> PodInfo:
                 "namespace": "bench",
                 "uid": f"uid-{index}",
                 "resourceVersion": "1",
+                **({"labels": WEB} if shape != "plain" else {}),
             },
-            "spec": {
-                "schedulerName": "bench-promsched",
-                "containers": [
-                    {"name": "c", "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}}}
-                ],
-            },
+            "spec": {"schedulerName": "bench-promsched", "containers": [_CONTAINER], **SHAPES[shape]},
             "status": {"phase": "Pending"},
         }
     )
@@ -116,11 +169,13 @@ def pod(index: int) -> PodInfo:
 # ----- the measurement ----------------------------------------------------------------------------------
 
 
-def burst(nodes: int, pods: int, chosen: list[str] | None = None) -> Callable[[], float]:
-    """A fresh cache and snapshot; the returned callable decides and assumes `pods` pods, returning the
-    seconds it took."""
+def burst(
+    nodes: int, pods: int, chosen: list[str] | None = None, shape: str = "plain"
+) -> Callable[[], float]:
+    """A fresh cache and snapshot; the returned callable decides and assumes `pods` pods of `shape`,
+    returning the seconds it took."""
     cache, snapshot = build(nodes)
-    queue = [pod(i) for i in range(pods)]
+    queue = [pod(i, shape) for i in range(pods)]
     rng = random.Random(1)
     memo = DecisionMemo(snapshot)
 
@@ -158,6 +213,13 @@ def measure(nodes: int, pods: int) -> list[dict[str, object]]:
             {"nodes": nodes, "pods": pods, "variant": label, "ms_per_decision": 1000 * seconds / pods}
         )
     return rows
+
+
+def measure_shapes(nodes: int, pods: int, shapes: list[str], rounds: int = 3) -> dict[str, float]:
+    """ms per decision for each pod shape: the best of `rounds` bursts, each on a fresh cache."""
+    return {
+        shape: 1000 * min(burst(nodes, pods, shape=shape)() for _ in range(rounds)) / pods for shape in shapes
+    }
 
 
 # ----- the whole cycle ----------------------------------------------------------------------------------
@@ -362,6 +424,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
     parser.add_argument(
+        "--shapes", help=f"pod shapes to measure, comma-separated, or all ({', '.join(SHAPES)})", default=""
+    )
+    parser.add_argument(
         "--held",
         type=int,
         help="running pods held for --cycle's gc row (default 10 a node, 10,000 at 1000 nodes; 10,000 on "
@@ -369,6 +434,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     held = 10 * args.nodes if args.held is None else args.held
+    shapes = list(SHAPES) if args.shapes == "all" else [shape for shape in args.shapes.split(",") if shape]
+    if unknown := set(shapes) - set(SHAPES):
+        parser.error(f"--shapes: no shape {', '.join(sorted(unknown))}; choose from {', '.join(SHAPES)}")
+    if shapes:
+        for shape, ms in measure_shapes(args.nodes, args.pods, shapes).items():
+            print(f"{args.nodes} nodes, {args.pods} pods, {shape}: {ms:.2f} ms per decision")
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(burst(args.nodes, args.pods, shape=shapes[-1]))
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        return
     for row in measure(args.nodes, args.pods):
         print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
     if args.cycle:

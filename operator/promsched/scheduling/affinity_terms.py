@@ -30,9 +30,12 @@ class AffinityTerm:
 
     def matches(self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]) -> bool:
         """Whether a pod in `namespace` (whose labels are `namespace_labels`) with `labels` is selected."""
-        return (
-            namespace in self.namespaces or self.namespace_selector.matches(namespace_labels)
-        ) and self.selector.matches(labels)
+        return self.covers(namespace, namespace_labels) and self.selector.matches(labels)
+
+    def covers(self, namespace: str, namespace_labels: Mapping[str, str]) -> bool:
+        """Whether the term selects pods in `namespace` (whose labels are `namespace_labels`), for pods its
+        label selector is known to match."""
+        return namespace in self.namespaces or self.namespace_selector.matches(namespace_labels)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.selectors import LabelSelector
+from promsched.scheduling.spread_layouts import SpreadLayouts
 from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
@@ -66,6 +67,8 @@ class ClusterCache:
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.
     label_index: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    # Which nodes spread constraints count, in which domain: derived from the nodes, per pod shape.
+    spread_layouts: SpreadLayouts = field(default_factory=SpreadLayouts)
     # Counted pods with required anti-affinity (they keep matching pods out of their domains), by a label
     # a pod must carry for one of their terms to match it: (key, value) -> uids. Under None, the pods
     # with a term that requires no label value.

@@ -28,10 +28,6 @@ _SKEWED: Final = Status(SKEWED, Code.UNSCHEDULABLE, _EVENTS)
 _MISSING_LABEL: Final = Status(MISSING_LABEL, Code.UNRESOLVABLE, _EVENTS)
 
 
-def carries_keys(node: NodeInfo, constraints: tuple[SpreadConstraint, ...]) -> bool:
-    return all(constraint.topology_key in node.labels for constraint in constraints)
-
-
 def matching_pods_per_node(pod: PodInfo, constraint: SpreadConstraint, cache: ClusterCache) -> Counter[str]:
     """Node -> how many of the pod's namespace's pods the constraint counts there. As kube, an empty
     selector counts nothing, and terminating pods do not count."""
@@ -44,31 +40,13 @@ def matching_pods_per_node(pod: PodInfo, constraint: SpreadConstraint, cache: Cl
     return per_node
 
 
-def domain_counts(
-    pod: PodInfo,
-    constraints: tuple[SpreadConstraint, ...],
-    per_node: list[Counter[str]],
-    cache: ClusterCache,
-) -> list[dict[str, int]]:
-    """For each constraint, domain -> matching pods (`per_node` of that constraint, summed), over the
-    nodes it counts: those carrying every constraint's key and admitted by its inclusion policies."""
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for node in cache.nodes.values():
-        if not carries_keys(node, constraints):
-            continue
-        for index, constraint in enumerate(constraints):
-            if constraint.admits_node(pod, node):
-                value = node.labels[constraint.topology_key]
-                counts[index][value] = counts[index].get(value, 0) + per_node[index][node.name]
-    return counts
-
-
 class TopologySpreadCheck:
     def __init__(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], cache: ClusterCache) -> None:
         self.pod = pod
         self.constraints = constraints
+        self.layout = cache.spread_layouts.of(pod, constraints, cache)
         per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
-        self.counts = domain_counts(pod, constraints, per_node, cache)
+        self.counts = self.layout.domain_counts(per_node)
         self.minimums = [min(counts.values(), default=0) for counts in self.counts]
         self.self_matches = [int(c.selector.matches(pod.labels)) for c in constraints]
 
@@ -89,12 +67,12 @@ class TopologySpreadCheck:
         return None
 
     def _update(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
-        if other.namespace != self.pod.namespace or not carries_keys(node, self.constraints):
+        if other.namespace != self.pod.namespace:
             return
         for index, constraint in enumerate(self.constraints):
-            if constraint.selector.matches(other.labels) and constraint.admits_node(self.pod, node):
+            value = self.layout.domains[index].get(node.name)  # None: the constraint counts no pod there
+            if value is not None and constraint.selector.matches(other.labels):
                 counts = self.counts[index]
-                value = node.labels[constraint.topology_key]
                 counts[value] = counts.get(value, 0) + delta
                 self.minimums[index] = min(counts.values())
 

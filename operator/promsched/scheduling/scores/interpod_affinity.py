@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # kube-scheduler's default InterPodAffinityArgs.hardPodAffinityWeight.
 HARD_POD_AFFINITY_WEIGHT: Final = 1
+# What a node without a topology key is looked up by: no label value holds a NUL.
+_NO_DOMAIN: Final = "\x00"
 
 
 class _DomainWeights:
@@ -35,9 +37,16 @@ class _DomainWeights:
             by_value = self.by_key.setdefault(term.topology_key, {})
             by_value[value] = by_value.get(value, 0) + weight
 
-    def of(self, node: NodeInfo) -> int:
-        labels = node.labels
-        return sum(by_value.get(labels[key], 0) for key, by_value in self.by_key.items() if key in labels)
+    def of(self, nodes: Sequence[NodeInfo]) -> list[int]:
+        """Each node's sum over the domains it is in (a node without a key is in none of its domains)."""
+        if len(self.by_key) == 1:  # most pods' terms share one topology key: one lookup per node
+            [(key, by_value)] = self.by_key.items()
+            return [by_value.get(node.labels.get(key, _NO_DOMAIN), 0) for node in nodes]
+        keyed = list(self.by_key.items())
+        return [
+            sum(by_value.get(node.labels.get(key, _NO_DOMAIN), 0) for key, by_value in keyed)
+            for node in nodes
+        ]
 
 
 class InterPodAffinityScore:
@@ -52,10 +61,10 @@ class InterPodAffinityScore:
             *((term, -1) for term in pod.pod_affinity.preferred_anti),
         ):
             term = weighted.term
-            for node_name, other in cache.pods_selected_by(term.selector):
+            for node_name, other in cache.pods_selected_by(term.selector):  # its labels match
                 node = known.get(node_name)
-                if node is not None and term.matches(
-                    other.namespace, other.labels, cache.labels_of_namespace(other.namespace)
+                if node is not None and term.covers(
+                    other.namespace, cache.labels_of_namespace(other.namespace)
                 ):
                     weights.add(term, node, sign * weighted.weight)
         own_namespace = cache.labels_of_namespace(pod.namespace)
@@ -64,17 +73,18 @@ class InterPodAffinityScore:
             if node is None:
                 continue
             terms = cache.counted[uid][1].pod_affinity
-            scored = [
-                *((term, HARD_POD_AFFINITY_WEIGHT) for term in terms.required),
-                *((weighted.term, weighted.weight) for weighted in terms.preferred),
-                *((weighted.term, -weighted.weight) for weighted in terms.preferred_anti),
-            ]
-            for term, weight in scored:
+            for term in terms.required:
                 if term.matches(pod.namespace, pod.labels, own_namespace):
-                    weights.add(term, node, weight)
+                    weights.add(term, node, HARD_POD_AFFINITY_WEIGHT)
+            for weighted in terms.preferred:
+                if weighted.term.matches(pod.namespace, pod.labels, own_namespace):
+                    weights.add(weighted.term, node, weighted.weight)
+            for weighted in terms.preferred_anti:
+                if weighted.term.matches(pod.namespace, pod.labels, own_namespace):
+                    weights.add(weighted.term, node, -weighted.weight)
         if not weights.by_key:
             return None
-        raw = [weights.of(node) for node in nodes]
+        raw = weights.of(nodes)
         lowest, highest = min(raw, default=0), max(raw, default=0)
         spread = highest - lowest
         scores = [float(int(MAX_SCORE * ((value - lowest) / spread))) if spread > 0 else 0.0 for value in raw]

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.topology_spread import carries_keys, domain_counts, matching_pods_per_node
+from promsched.scheduling.filters.topology_spread import matching_pods_per_node
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
@@ -32,9 +32,12 @@ class PodTopologySpreadScore:
         constraints = tuple(constraint for constraint in pod.spread_constraints if not constraint.hard)
         if not constraints:
             return None
-        scored = [node for node in nodes if carries_keys(node, constraints)]
+        # The nodes carrying every key, as of the cache the layout follows (and `nodes` come from).
+        layout = cache.spread_layouts.of(pod, constraints, cache)
+        carrying = layout.carrying
+        scored = [node for node in nodes if node.name in carrying]
         per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
-        counts = domain_counts(pod, constraints, per_node, cache)
+        counts = layout.domain_counts(per_node)
         domain_weights = [
             math.log(
                 (
@@ -46,18 +49,29 @@ class PodTopologySpreadScore:
             )
             for c in constraints
         ]
+        # Per constraint: whether it counts per node, its key, the pods counted per node and per domain,
+        # and the domain weight and softening every node of it gets.
+        parts = [
+            (
+                c.topology_key == HOSTNAME,
+                c.topology_key,
+                per_node[i],
+                counts[i],
+                domain_weights[i],
+                c.max_skew - 1,
+            )
+            for i, c in enumerate(constraints)
+        ]
         raw: list[int | None] = []  # None: the node lacks a key and is not scored
         for node in nodes:
-            if not carries_keys(node, constraints):
+            name = node.name
+            if name not in carrying:
                 raw.append(None)
                 continue
             total = 0.0
-            for index, constraint in enumerate(constraints):
-                if constraint.topology_key == HOSTNAME:
-                    count = per_node[index][node.name]
-                else:
-                    count = counts[index].get(node.labels[constraint.topology_key], 0)
-                total += count * domain_weights[index] + constraint.max_skew - 1
+            for by_node, key, on_node, in_domain, domain_weight, softening in parts:
+                count = on_node.get(name, 0) if by_node else in_domain.get(node.labels[key], 0)
+                total += count * domain_weight + softening
             raw.append(math.floor(total + 0.5))  # Go's math.Round, for these non-negative sums
         present = [value for value in raw if value is not None]
         lowest, highest = min(present, default=0), max(present, default=0)
