@@ -10,7 +10,8 @@ the runtime hands the boards to the next snapshot's memo, and only the nodes tha
 are scored anew.
 
 `decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
-the node and its usage totals, no cluster filter prepared a check, and no pod is nominated.
+the node and its usage totals, and no pod is nominated. Cluster checks that can tell which nodes they
+reject (topology spreading, pod anti-affinity: the nodes of a few domains) overrule the board there.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters import Filter, run_filters
-from promsched.scheduling.filters.statuses import ClusterEvent
+from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.thresholding import IncomingLoad
@@ -64,13 +65,24 @@ class Board:
     # the cache's change counts it is up to date with: node objects, usage, placements
     counts: tuple[int, int, int]
 
-    def search(self, start: int, wanted: int) -> Search:
+    def search(self, start: int, wanted: int, rejected: Mapping[str, Status] | None = None) -> Search:
         """The nodes from `start` (wrapping around) until `wanted` feasible ones are found, or all. What
         may lift the filtered nodes' rejections is left out: it matters to a pod that fits nowhere, and
-        `decide` judges such a pod node by node, for preemption."""
+        `decide` judges such a pod node by node, for preemption. `rejected`: the nodes the pod's cluster
+        checks reject, which count as `decide`'s node walk counts them (after the filters, before the
+        metric thresholds)."""
         total = len(self.names)
         start %= total
-        searched = _searched(self.feasible, start, wanted, total)
+        feasible = self.feasible
+        overruled: dict[int, str] = {}  # position -> the check's reason, where the filters passed
+        if rejected:
+            feasible = bytearray(feasible)
+            for name, status in rejected.items():
+                position = self.index[name]
+                if self.passed[position]:
+                    feasible[position] = 0
+                    overruled[position] = status.reason
+        searched = _searched(feasible, start, wanted, total)
         segments = [(start, min(start + searched, total))]
         if start + searched > total:
             segments.append((0, start + searched - total))
@@ -78,11 +90,17 @@ class Board:
         nodes: list[NodeInfo] = []
         filtered: Counter[str] = Counter()
         for low, high in segments:
-            feasible = self.feasible[low:high]
-            ranked.extend(compress(self.results[low:high], feasible))  # type: ignore[arg-type]
-            nodes.extend(compress(self.nodes[low:high], feasible))  # type: ignore[arg-type]
+            window = feasible[low:high]
+            ranked.extend(compress(self.results[low:high], window))  # type: ignore[arg-type]
+            nodes.extend(compress(self.nodes[low:high], window))  # type: ignore[arg-type]
             filtered.update(filter(None, self.reasons[low:high]))
-        return Search(ranked, nodes, filtered, ClusterEvent.NONE, searched)
+        for position, reason in overruled.items():
+            if any(low <= position < high for low, high in segments):
+                threshold = self.reasons[position]  # a metric threshold's, or None: it was feasible
+                if threshold is not None:
+                    filtered[threshold] -= 1
+                filtered[reason] += 1
+        return Search(ranked, nodes, +filtered, ClusterEvent.NONE, searched)
 
 
 def _searched(feasible: bytearray, start: int, wanted: int, total: int) -> int:

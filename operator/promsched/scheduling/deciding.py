@@ -28,6 +28,7 @@ from promsched.scheduling.filters import (
     DEFAULT_FILTERS,
     ClusterFilter,
     Filter,
+    known_rejections,
     run_checks,
     run_filters,
     summarize_failures,
@@ -233,12 +234,14 @@ def decide(
     split = node_only_prefix(filters)
     whole = not cache.nominated and usage_totals_only(filters[split:])
     search = None
-    if whole and not checks and total_nodes:
-        # Nothing but the node and its usage totals decides: the memo's board has every node's outcome.
+    # Nothing but the node and its usage totals decides the filters: the memo's board has every node's
+    # outcome, which the checks overrule on the nodes they reject, when they can tell which.
+    checked_out = known_rejections(checks, cache) if whole and total_nodes else None
+    if checked_out is not None:
         key = (filters, pod_key(pod), requests_key(pod), incoming.amounts if incoming is not None else None)
         herd = herd_loads(cache, memo)
         board = memo.boards.board(key, pod, cache, snapshot, memo.scores, herd, filters, incoming)
-        search = board.search(start, wanted)
+        search = board.search(start, wanted, checked_out)
     failed: list[tuple[str, Status]] = []
     if search is None or not search.ranked:  # preemption, when nothing fits, reads each node's status
         search, failed = _walk(pod, cache, memo, filters, checks, incoming, start, wanted, whole)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
-from promsched.scheduling.filters.checks import NodeCheck, Rejection
+from promsched.scheduling.filters.checks import NodeCheck, Rejection, RejectionsKnown
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.interpod_affinity import InterPodAffinity
 from promsched.scheduling.filters.node_affinity import NodeAffinity
@@ -116,6 +116,19 @@ def run_checks(node: NodeInfo, checks: Iterable[NodeCheck]) -> Status | None:
         if status is not None:
             return status
     return None
+
+
+def known_rejections(checks: Iterable[NodeCheck], cache: ClusterCache) -> dict[str, Status] | None:
+    """The nodes the prepared checks reject, each with what `run_checks` would give it, when every check
+    can tell (`RejectionsKnown`); else None."""
+    rejected: dict[str, Status] = {}
+    for check in checks:
+        own = check.rejections(cache) if isinstance(check, RejectionsKnown) else None
+        if own is None:
+            return None
+        for name, status in own.items():
+            rejected.setdefault(name, status)  # the first check's, as run_checks stops at it
+    return rejected
 
 
 def summarize_failures(total_nodes: int, reasons: Mapping[str, int]) -> str:

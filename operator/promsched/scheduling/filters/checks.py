@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
+
+if TYPE_CHECKING:
+    from promsched.scheduling.caches import ClusterCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,16 @@ class NodeCheck(Protocol):
 
     def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
         """Count again a pod that `remove_pod` took away."""
+
+
+@runtime_checkable
+class RejectionsKnown(Protocol):
+    """A check that can tell which nodes it rejects without visiting each: those of a few topology
+    domains. `decide` then looks the other nodes' verdicts up on its boards."""
+
+    def rejections(self, cache: ClusterCache) -> dict[str, Status] | None:
+        """Node -> why, for every node of `cache` it rejects (`check`'s statuses); None when it cannot
+        tell this time, and each node is to be checked."""
 
 
 class PodIndependentCheck:

@@ -107,6 +107,18 @@ class InterPodAffinityCheck:
                     return _EXISTING_ANTI_AFFINITY
         return None
 
+    def rejections(self, cache: ClusterCache) -> dict[str, Status] | None:
+        """With anti-affinity alone: the nodes of the domains holding a match, checked. Affinity terms
+        admit the nodes of a few domains instead, so their nodes are each checked."""
+        if self.affinity_terms:
+            return None
+        labels = cache.node_labels.following(cache)
+        candidates: set[str] = set()
+        for key, value in (*self.anti_counts, *self.existing_anti_counts):
+            candidates.update(labels.named(key, value))
+        nodes = cache.nodes
+        return {name: status for name in candidates if (status := self.check(nodes[name])) is not None}
+
     def _satisfies_affinity(self, labels: Mapping[str, str]) -> bool:
         matched_everywhere = True
         for term in self.affinity_terms:

@@ -66,6 +66,22 @@ class TopologySpreadCheck:
                 return _SKEWED
         return None
 
+    def rejections(self, cache: ClusterCache) -> dict[str, Status]:
+        """The nodes lacking a key, and those of the domains with more matching pods than a constraint's
+        skew allows, checked."""
+        labels = cache.node_labels.following(cache)
+        candidates: set[str] = set()
+        for index, constraint in enumerate(self.constraints):
+            key = constraint.topology_key
+            candidates.update(labels.lacking(key, cache))
+            # `check` refuses a domain whose count exceeds this (a domain not counted has none).
+            ceiling = constraint.max_skew + self.global_minimum(index) - self.self_matches[index]
+            for value, count in self.counts[index].items():
+                if count > ceiling:
+                    candidates.update(labels.named(key, value))
+        nodes = cache.nodes
+        return {name: status for name in candidates if (status := self.check(nodes[name])) is not None}
+
     def _update(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
         if other.namespace != self.pod.namespace:
             return
