@@ -38,7 +38,7 @@ from bench.commanding import Report, report_line
 from bench.facts import measured_on, revision
 from bench.loads import skewed_profiles, utilisation_spread
 from bench.plotting import plots
-from bench.pods import POD_CPU, POD_MEMORY
+from bench.pods import POD_CPU, POD_MEMORY, SHAPES
 from bench.running import MODES, run_once
 from bench.sandboxing import prepare, stop_sandbox
 from bench.targets import targets
@@ -67,6 +67,7 @@ class Settings:
     render: bool
     micro: bool
     repeats: int = 3
+    shape: str = "plain"  # the pods' (bench.pods.SHAPES)
 
 
 def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
@@ -102,6 +103,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                             profiles,
                             report,
                             repeat=repeat,
+                            shape=settings.shape,
                         )
                     )
         if nodes <= 1000 and nodes == max(n for n in settings.node_counts if n <= 1000):
@@ -125,6 +127,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                             profiles,
                             report,
                             profile_file if profiled else None,
+                            shape=settings.shape,
                         )
                     )
                 except (SandboxError, ApiError, aiohttp.ClientError, TimeoutError) as error:
@@ -178,6 +181,12 @@ def _parse_args(argv: list[str] | None) -> Settings:
         default=3,
         help="runs of each variant and mode, interleaved; the report gives medians and ranges (default 3)",
     )
+    parser.add_argument(
+        "--shape",
+        default="plain",
+        choices=list(SHAPES),
+        help="the pods' placement rules (bench.pods.SHAPES; default plain, as make bench runs)",
+    )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument(
         "--merge",
@@ -210,6 +219,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         history=args.history,
         big_bursts=tuple(int(n) for n in args.big_burst.split(",") if n),
         profile=args.profile,
+        shape=args.shape,
         seed=args.seed,
         workdir=args.workdir,
         merge=args.merge,

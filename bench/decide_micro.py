@@ -9,9 +9,9 @@ programs on a shared machine inflate wall time, not this) with Python's garbage 
 with the heap frozen after set-up (`gc.freeze()`), and with it disabled; `--profile` adds a cProfile
 of the decisions. Use it to check a change to the hot path before the full benchmark.
 
-`--shapes` measures decisions for pods with placement rules too, one pod shape after another (`SHAPES`:
-spreading over zones or hosts, preferred or required pod anti-affinity, a host port), each the best of
-three bursts on a fresh cache; `--profile` then profiles the last shape named.
+`--shapes` measures decisions for pods with placement rules too, one pod shape after another
+(`bench.pods.SHAPES`: spreading over zones or hosts, preferred or required pod anti-affinity, a host
+port), each the best of three bursts on a fresh cache; `--profile` then profiles the last shape named.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
 parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports it), its cycle
@@ -31,10 +31,10 @@ import pstats
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from bench.loads import skewed_profiles
-from bench.pods import POD_CPU, POD_MEMORY, pod_manifest
+from bench.pods import SHAPES, pod_manifest
 from bench.variants import policy_spec
 from promsched.api.policies import parse_spec
 from promsched.kube.requests import Request
@@ -48,7 +48,6 @@ from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
-from promsched.scheduling.scores.topology_spread import HOSTNAME as HOSTNAME_LABEL
 
 # Which profile field each built-in plugin reads.
 PROFILE_FIELD = {
@@ -98,72 +97,11 @@ def snapshot_of(names: list[str], plan: Plan, seed: int = 8) -> Snapshot:
     return Snapshot(plan=plan, taken_at=now, plugins=plugins)
 
 
-ZONE_LABEL: Final = "topology.kubernetes.io/zone"  # the sandbox nodes' zones (`node_manifest`)
-WEB: Final = {"app": "web"}
-_WEB_SELECTOR: Final = {"matchLabels": WEB}
-_CONTAINER: Final = {"name": "c", "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}}}
-# Pod shapes by name: what each adds to the benchmark pod's spec (the pods of a shape carry WEB).
-SHAPES: Final[dict[str, dict[str, Any]]] = {
-    "plain": {},
-    "spread-zone": {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": ZONE_LABEL,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": _WEB_SELECTOR,
-            }
-        ]
-    },
-    "spread-hostname": {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": HOSTNAME_LABEL,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": _WEB_SELECTOR,
-            }
-        ]
-    },
-    "anti-affinity-preferred": {
-        "affinity": {
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {"topologyKey": HOSTNAME_LABEL, "labelSelector": _WEB_SELECTOR},
-                    }
-                ]
-            }
-        }
-    },
-    "anti-affinity-required": {
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"topologyKey": HOSTNAME_LABEL, "labelSelector": _WEB_SELECTOR}
-                ]
-            }
-        }
-    },
-    "host-port": {"containers": [{**_CONTAINER, "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
-}
-
-
 def pod(index: int, shape: str = "plain") -> PodInfo:
-    return PodInfo.from_object(
-        {
-            "metadata": {
-                "name": f"p-{index}",
-                "namespace": "bench",
-                "uid": f"uid-{index}",
-                "resourceVersion": "1",
-                **({"labels": WEB} if shape != "plain" else {}),
-            },
-            "spec": {"schedulerName": "bench-promsched", "containers": [_CONTAINER], **SHAPES[shape]},
-            "status": {"phase": "Pending"},
-        }
-    )
+    """The benchmark's pod of `shape` (`bench.pods.SHAPES`), pending."""
+    manifest = pod_manifest("bench", f"p-{index}", "bench-promsched", shape=shape)
+    manifest["metadata"] |= {"uid": f"uid-{index}", "resourceVersion": "1"}
+    return PodInfo.from_object(manifest | {"status": {"phase": "Pending"}})
 
 
 # ----- the measurement ----------------------------------------------------------------------------------

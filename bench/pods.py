@@ -48,11 +48,78 @@ class PodTimes:
         return sorted(values)
 
 
-def pod_manifest(namespace: str, name: str, scheduler_name: str, cpu: str = POD_CPU) -> dict[str, Any]:
+POD_LABELS: dict[str, str] = {"app": "promsched-bench"}
+HOSTNAME_KEY = "kubernetes.io/hostname"
+ZONE_KEY = "topology.kubernetes.io/zone"  # the sandbox nodes carry it (`launching.node_manifest`)
+_THE_BENCH_PODS = {"matchLabels": POD_LABELS}
+# Pod shapes by name: what each adds to the benchmark pod's spec ("spec") and container ("container"),
+# its rules selecting the benchmark's pods. "plain" is what `make bench` runs.
+SHAPES: dict[str, dict[str, dict[str, Any]]] = {
+    "plain": {},
+    "spread-zone": {
+        "spec": {
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE_KEY,
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": _THE_BENCH_PODS,
+                }
+            ]
+        }
+    },
+    "spread-hostname": {
+        "spec": {
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": HOSTNAME_KEY,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": _THE_BENCH_PODS,
+                }
+            ]
+        }
+    },
+    "anti-affinity-preferred": {
+        "spec": {
+            "affinity": {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "topologyKey": HOSTNAME_KEY,
+                                "labelSelector": _THE_BENCH_PODS,
+                            },
+                        }
+                    ]
+                }
+            }
+        }
+    },
+    "anti-affinity-required": {
+        "spec": {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": HOSTNAME_KEY, "labelSelector": _THE_BENCH_PODS}
+                    ]
+                }
+            }
+        }
+    },
+    "host-port": {"container": {"ports": [{"containerPort": 80, "hostPort": 8080}]}},
+}
+
+
+def pod_manifest(
+    namespace: str, name: str, scheduler_name: str, cpu: str = POD_CPU, shape: str = "plain"
+) -> dict[str, Any]:
+    extra = SHAPES[shape]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "promsched-bench"}},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(POD_LABELS)},
         "spec": {
             "schedulerName": scheduler_name,
             "automountServiceAccountToken": False,
@@ -62,8 +129,10 @@ def pod_manifest(namespace: str, name: str, scheduler_name: str, cpu: str = POD_
                     "name": "pause",
                     "image": POD_IMAGE,
                     "resources": {"requests": {"cpu": cpu, "memory": POD_MEMORY}},
+                    **extra.get("container", {}),
                 }
             ],
+            **extra.get("spec", {}),
         },
     }
 

@@ -180,7 +180,8 @@ def _opening(results: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"Each run: {settings['pods']} pods (requests cpu {settings['pod_requests']['cpu']}, memory "
-        f"{settings['pod_requests']['memory']}), created at {settings['rate']:g} pods/s (`rate`) or all at "
+        f"{settings['pod_requests']['memory']}{_shaped(settings.get('shape', 'plain'))}), "
+        f"created at {settings['rate']:g} pods/s (`rate`) or all at "
         f"once with 64 creates in flight (`burst`), in a fresh namespace on empty nodes, with a freshly "
         f"started scheduler. Throughput = pods bound / (last binding seen - first create sent). Latency = "
         f"binding seen on a watch - creation (POST returned or pod first seen, whichever first). promsched's "
@@ -342,3 +343,7 @@ def sanitize(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [sanitize(v) for v in value]
     return value
+
+
+def _shaped(shape: str) -> str:
+    return "" if shape == "plain" else f"; placement rules: `{shape}`, bench.pods.SHAPES"

@@ -76,9 +76,10 @@ async def drive(
     bind_timeout: float,
     at_start: Callable[[], None],
     at_end: Callable[[], None],
+    shape: str = "plain",
 ) -> PodTimes:
-    """Create `count` pods (at `rate` per second, or all at once) and wait until all are bound, at most
-    `bind_timeout` seconds after the last create."""
+    """Create `count` pods of `shape` (at `rate` per second, or all at once) and wait until all are
+    bound, at most `bind_timeout` seconds after the last create."""
     times = PodTimes()
     all_bound = asyncio.Event()
     connected = asyncio.Event()
@@ -109,7 +110,7 @@ async def drive(
                 delay = origin + index / rate - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                manifest = pod_manifest(namespace, name, scheduler_name)
+                manifest = pod_manifest(namespace, name, scheduler_name, shape=shape)
                 tasks.append(asyncio.create_task(create_pod(client, manifest, times)))
             await asyncio.gather(*tasks)
         else:
@@ -117,7 +118,9 @@ async def drive(
 
             async def limited(name: str) -> None:
                 async with slots:
-                    await create_pod(client, pod_manifest(namespace, name, scheduler_name), times)
+                    await create_pod(
+                        client, pod_manifest(namespace, name, scheduler_name, shape=shape), times
+                    )
 
             await asyncio.gather(*(limited(name) for name in names))
         check_done()
@@ -179,9 +182,10 @@ def run_once(
     report: Report,
     profile_to: Path | None = None,
     repeat: int = 0,
+    shape: str = "plain",
 ) -> dict[str, Any]:
-    """One run of `pods` pods in `mode` (`rate`: `rate` pods/s; `burst`: all at once); under py-spy into
-    `profile_to` when given."""
+    """One run of `pods` pods of `shape` in `mode` (`rate`: `rate` pods/s; `burst`: all at once); under
+    py-spy into `profile_to` when given."""
     supervisor = Supervisor(sandbox.directory)
     apiserver = supervisor.get("kube-apiserver")
     prometheus = supervisor.get("prometheus")
@@ -223,6 +227,7 @@ def run_once(
                 timeout,
                 at_start,
                 lambda: snapshot(end),
+                shape,
             )
         )
         rss = peak_rss_mb(pid)
