@@ -15,6 +15,7 @@ import itertools
 import operator
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
@@ -49,6 +50,7 @@ from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import Preemption, nominated_node, preempt
 from promsched.scheduling.preemption_candidates import Evictable
+from promsched.scheduling.rankings import Ranking
 from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
 from promsched.scheduling.thresholding import IncomingLoad, Thresholds
 
@@ -63,7 +65,7 @@ class Outcome:
     """`node` is where the pod goes, or None with `message` saying why it fits nowhere."""
 
     node: str | None
-    ranked: tuple[NodeResult, ...]  # feasible nodes, best first
+    ranked: Sequence[NodeResult]  # feasible nodes, best first
     filtered: dict[str, int]  # reason -> node count
     total_nodes: int
     message: str = ""
@@ -143,26 +145,22 @@ def with_preferences(
     scorers: tuple[Scorer, ...],
     weight: int,
     nodes: list[NodeInfo] | None = None,
-) -> list[NodeResult]:
-    """`ranked` with each total blended with the pod's preference score, and the preference plugins'
-    parts listed after the metric plugins; unchanged when no preference tells the nodes apart.
-    `nodes`: the ranked nodes' objects, when the caller has them."""
-    if not weight or not scorers:
-        return ranked
-    if nodes is None:
-        nodes = [cache.nodes[result.node] for result in ranked]
-    preferences = score_preferences(pod, cache, nodes, scorers)
+) -> Sequence[NodeResult]:
+    """`ranked` best first, each total blended with the pod's preference score and the preference
+    plugins' parts listed after the metric plugins'; by load alone when no preference tells the nodes
+    apart. `nodes`: the ranked nodes' objects, when the caller has them."""
+    preferences = None
+    if weight and scorers:
+        if nodes is None:
+            nodes = [cache.nodes[result.node] for result in ranked]
+        preferences = score_preferences(pod, cache, nodes, scorers)
     if preferences is None:
+        ranked.sort(key=_total, reverse=True)
         return ranked
-    return [
-        NodeResult(
-            result.node,
-            blend(result.total, total, weight),
-            result.plugins + parts,
-            result.reasons,
-        )
-        for result, total, parts in zip(ranked, preferences.totals, preferences.parts, strict=True)
+    totals = [
+        blend(result.total, total, weight) for result, total in zip(ranked, preferences.totals, strict=True)
     ]
+    return Ranking(ranked, totals, preferences)
 
 
 def _nominated_node_fit(
@@ -266,12 +264,11 @@ def decide(
             )
         message += preemption.note()
         return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
-    ranked = with_preferences(pod, cache, ranked, scorers, preference_weight, search.nodes)
-    ranked.sort(key=_total, reverse=True)
-    best = ranked[0].total
-    ties = list(itertools.takewhile(lambda r: best - r.total <= TIE_EPSILON, ranked))  # ranked: best first
+    best_first = with_preferences(pod, cache, ranked, scorers, preference_weight, search.nodes)
+    best = best_first[0].total
+    ties = list(itertools.takewhile(lambda r: best - r.total <= TIE_EPSILON, best_first))
     chosen = (rng or random).choice(ties)
-    return Outcome(chosen.node, tuple(ranked), dict(filtered), total_nodes, next_start=next_start)
+    return Outcome(chosen.node, best_first, dict(filtered), total_nodes, next_start=next_start)
 
 
 def _walk(

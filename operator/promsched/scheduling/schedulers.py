@@ -61,7 +61,7 @@ def _shown(outcome: Outcome) -> tuple[NodeResult, ...]:
     """The nodes a decision's record shows: the first TOP_NODES of the ranking with the chosen node
     first (among equal totals the choice is random, so it may rank past them). A record keeps these
     alone, not the ranking of hundreds of nodes."""
-    top = outcome.ranked[:TOP_NODES]
+    top = tuple(outcome.ranked[:TOP_NODES])
     chosen = next((result for result in outcome.ranked if result.node == outcome.node), None)
     if chosen is None:
         return top

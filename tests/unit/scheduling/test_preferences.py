@@ -133,7 +133,7 @@ def test_preferences_average_with_kubes_plugin_weights() -> None:
     assert preferences is not None
     # TaintToleration (weight 3) prefers n2, NodeAffinity (weight 2) n1: (3 x 0 + 2 x 100) / 5 = 40.
     assert preferences.totals == [40.0, 60.0]
-    assert [part.name for part in preferences.parts[0]] == ["TaintToleration", "NodeAffinity"]
+    assert [part.name for part in preferences.parts(0)] == ["TaintToleration", "NodeAffinity"]
 
 
 def test_the_policy_field_defaults_to_half_and_is_bounded() -> None:

@@ -50,11 +50,17 @@ DEFAULT_SCORERS: Final[tuple[Scorer, ...]] = (
 
 @dataclass(frozen=True, slots=True)
 class Preferences:
-    """The pod's preferences over the feasible nodes: `totals` 0..100 per node, and each scorer's part
-    per node (as plugin results, next to the metric plugins')."""
+    """The pod's preferences over the feasible nodes: `totals` 0..100 per node, and the results of the
+    scorers that tell the nodes apart, by name."""
 
     totals: list[float]
-    parts: list[tuple[PluginResult, ...]]
+    telling: list[tuple[str, NodeScores]]
+
+    def parts(self, index: int) -> tuple[PluginResult, ...]:
+        """The scorers' parts for the node at `index`, as plugin results (next to the metric plugins')."""
+        return tuple(
+            PluginResult(name, result.raw[index], result.scores[index]) for name, result in self.telling
+        )
 
 
 def score_preferences(
@@ -75,11 +81,7 @@ def score_preferences(
     for scorer, result in telling:
         share = scorer.weight / weights
         totals = [total + share * score for total, score in zip(totals, result.scores, strict=True)]
-    per_scorer = [
-        [PluginResult(scorer.name, raw, score) for raw, score in zip(result.raw, result.scores, strict=True)]
-        for scorer, result in telling
-    ]
-    return Preferences(totals, list(zip(*per_scorer, strict=True)))
+    return Preferences(totals, [(scorer.name, result) for scorer, result in telling])
 
 
 def blend(load: float, preference: float, weight: int) -> float:
