@@ -196,9 +196,9 @@ class FixedRefresher:
         return ScoreMemo()
 
 
-def pod_object(index: int, scheduler_name: str) -> dict[str, Any]:
+def pod_object(index: int, scheduler_name: str, shape: str = "plain") -> dict[str, Any]:
     """A benchmark pod as the watch delivers it: with what the API server's admission adds."""
-    manifest = pod_manifest("bench", f"p-{index}", scheduler_name)
+    manifest = pod_manifest("bench", f"p-{index}", scheduler_name, shape=shape)
     manifest["metadata"] |= {
         "uid": f"uid-{index}",
         "resourceVersion": str(10 + index),
@@ -309,13 +309,13 @@ def fed_scheduler(
     return scheduler, scheduler_name
 
 
-def cycle_burst(nodes: int, pods: int, held: int = 0) -> Callable[[], float]:
+def cycle_burst(nodes: int, pods: int, held: int = 0, shape: str = "plain") -> Callable[[], float]:
     """A scheduler fed the nodes, `held` pods running on them and the policy; the returned callable feeds
-    `pods` pods one after another through their event, cycle, binding, bound and running events,
-    returning the seconds it took."""
+    `pods` pods of `shape` one after another through their event, cycle, binding, bound and running
+    events, returning the seconds it took."""
     loop = asyncio.new_event_loop()
     scheduler, scheduler_name = fed_scheduler(loop, nodes, held, first_held=pods)
-    objects = [pod_object(i, scheduler_name) for i in range(pods)]
+    objects = [pod_object(i, scheduler_name, shape) for i in range(pods)]
 
     async def feed() -> None:
         for obj in objects:

@@ -229,9 +229,11 @@ class ClusterCache:
             if candidates is None or len(holders) < len(candidates):
                 candidates = holders
         counted = self.counted
+        # A selector of one In requirement is matched by every candidate the index gave for it.
+        matched = candidates is not None and len(selector.requirements) == 1
         for uid in counted if candidates is None else candidates:
             node, pod = counted[uid]
-            if selector.matches(pod.labels):
+            if matched or selector.matches(pod.labels):
                 yield node, pod
 
     def pods_that_may_repel(self, labels: Mapping[str, str]) -> set[str]:

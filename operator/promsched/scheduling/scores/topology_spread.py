@@ -49,19 +49,15 @@ class PodTopologySpreadScore:
             )
             for c in constraints
         ]
-        # Per constraint: whether it counts per node, its key, the pods counted per node and per domain,
-        # and the domain weight and softening every node of it gets.
-        parts = [
-            (
-                c.topology_key == HOSTNAME,
-                c.topology_key,
-                per_node[i],
-                counts[i],
-                domain_weights[i],
-                c.max_skew - 1,
-            )
-            for i, c in enumerate(constraints)
-        ]
+        # Each constraint's part of a node's raw score: count x domain weight + maxSkew - 1, by node for
+        # the hostname key (a node is its own domain), else by the node's domain (worked out per domain).
+        parts: list[tuple[str | None, dict[str, float], float]] = []  # (key or None: by node, part, absent)
+        for index, constraint in enumerate(constraints):
+            weight, softening = domain_weights[index], constraint.max_skew - 1
+            by_node = constraint.topology_key == HOSTNAME
+            counted = per_node[index] if by_node else counts[index]
+            part = {where: count * weight + softening for where, count in counted.items()}
+            parts.append((None if by_node else constraint.topology_key, part, float(softening)))
         raw: list[int | None] = []  # None: the node lacks a key and is not scored
         for node in nodes:
             name = node.name
@@ -69,9 +65,8 @@ class PodTopologySpreadScore:
                 raw.append(None)
                 continue
             total = 0.0
-            for by_node, key, on_node, in_domain, domain_weight, softening in parts:
-                count = on_node.get(name, 0) if by_node else in_domain.get(node.labels[key], 0)
-                total += count * domain_weight + softening
+            for key, part, absent in parts:
+                total += part.get(name if key is None else node.labels[key], absent)
             raw.append(math.floor(total + 0.5))  # Go's math.Round, for these non-negative sums
         present = [value for value in raw if value is not None]
         lowest, highest = min(present, default=0), max(present, default=0)
