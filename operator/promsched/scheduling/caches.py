@@ -27,11 +27,10 @@ from promsched.metrics.identifying import NodeDirectory
 from promsched.scheduling.change_feeds import ChangeFeed
 from promsched.scheduling.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.disruption_budgets import DisruptionBudget
-from promsched.scheduling.node_labels import NodeLabelIndex
 from promsched.scheduling.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.placement_indexes import PlacementIndexes
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.selectors import LabelSelector
-from promsched.scheduling.spread_layouts import SpreadLayouts
 from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 
@@ -68,10 +67,8 @@ class ClusterCache:
     node_pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     # label key -> value -> uids of the counted pods carrying it, to find a selector's pods quickly.
     label_index: dict[str, dict[str, set[str]]] = field(default_factory=dict)
-    # Derived from the nodes, for pods with placement rules: the nodes by label, and which nodes spread
-    # constraints count, in which domain (per pod shape).
-    node_labels: NodeLabelIndex = field(default_factory=NodeLabelIndex)
-    spread_layouts: SpreadLayouts = field(default_factory=SpreadLayouts)
+    # Derived from the above for pods with placement rules (spreading, pod anti-affinity).
+    indexes: PlacementIndexes = field(default_factory=PlacementIndexes)
     # Counted pods with required anti-affinity (they keep matching pods out of their domains), by a label
     # a pod must carry for one of their terms to match it: (key, value) -> uids. Under None, the pods
     # with a term that requires no label value.

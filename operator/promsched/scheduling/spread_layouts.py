@@ -63,7 +63,7 @@ class SpreadLayout:
                 domain = domains[node.name] = labels[constraint.topology_key]
                 sizes[domain] += 1
 
-    def domain_counts(self, per_node: list[Counter[str]]) -> list[dict[str, int]]:
+    def domain_counts(self, per_node: list[Mapping[str, int]]) -> list[dict[str, int]]:
         """For each constraint, domain -> the matching pods on the nodes it counts there (`per_node` of
         that constraint, summed), every counted domain present."""
         counts = []

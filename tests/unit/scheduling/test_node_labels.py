@@ -14,13 +14,13 @@ def fresh(cache: ClusterCache) -> NodeLabelIndex:
 
 def test_the_index_follows_nodes_relabelled_added_and_deleted() -> None:
     cache = cache_with([node("a0", "zone-a"), node("a1", "zone-a"), node("b0", "zone-b")])
-    kept = cache.node_labels.following(cache)
+    kept = cache.indexes.node_labels.following(cache)
     assert kept.named(ZONE, "zone-a") == {"a0", "a1"}
     assert kept.lacking(ZONE, cache) == []
     cache.upsert_node(node("a1", "zone-b"))
     cache.upsert_node(node("c0", None))  # no zone
     cache.remove_node("a0")
-    assert cache.node_labels.following(cache) is kept
+    assert cache.indexes.node_labels.following(cache) is kept
     assert kept.named(ZONE, "zone-a") == set()
     assert kept.named(ZONE, "zone-b") == {"a1", "b0"}
     assert kept.lacking(ZONE, cache) == ["c0"]

@@ -112,7 +112,7 @@ class InterPodAffinityCheck:
         admit the nodes of a few domains instead, so their nodes are each checked."""
         if self.affinity_terms:
             return None
-        labels = cache.node_labels.following(cache)
+        labels = cache.indexes.node_labels.following(cache)
         candidates: set[str] = set()
         for key, value in (*self.anti_counts, *self.existing_anti_counts):
             candidates.update(labels.named(key, value))

@@ -10,7 +10,7 @@ global minimum by at most maxSkew.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
@@ -28,23 +28,21 @@ _SKEWED: Final = Status(SKEWED, Code.UNSCHEDULABLE, _EVENTS)
 _MISSING_LABEL: Final = Status(MISSING_LABEL, Code.UNRESOLVABLE, _EVENTS)
 
 
-def matching_pods_per_node(pod: PodInfo, constraint: SpreadConstraint, cache: ClusterCache) -> Counter[str]:
-    """Node -> how many of the pod's namespace's pods the constraint counts there. As kube, an empty
-    selector counts nothing, and terminating pods do not count."""
-    per_node: Counter[str] = Counter()
+def matching_pods_per_node(
+    pod: PodInfo, constraint: SpreadConstraint, cache: ClusterCache
+) -> Mapping[str, int]:
+    """Node -> how many of the pod's namespace's pods the constraint counts there (read-only). As kube,
+    an empty selector counts nothing, and terminating pods do not count."""
     if constraint.selector.is_empty:
-        return per_node
-    for node_name, other in cache.pods_selected_by(constraint.selector):
-        if other.namespace == pod.namespace and not other.deletion_timestamp:
-            per_node[node_name] += 1
-    return per_node
+        return {}
+    return cache.indexes.matching_pods.per_node(constraint.selector, pod.namespace, cache)
 
 
 class TopologySpreadCheck:
     def __init__(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], cache: ClusterCache) -> None:
         self.pod = pod
         self.constraints = constraints
-        self.layout = cache.spread_layouts.of(pod, constraints, cache)
+        self.layout = cache.indexes.spread_layouts.of(pod, constraints, cache)
         per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
         self.counts = self.layout.domain_counts(per_node)
         self.minimums = [min(counts.values(), default=0) for counts in self.counts]
@@ -69,7 +67,7 @@ class TopologySpreadCheck:
     def rejections(self, cache: ClusterCache) -> dict[str, Status]:
         """The nodes lacking a key, and those of the domains with more matching pods than a constraint's
         skew allows, checked."""
-        labels = cache.node_labels.following(cache)
+        labels = cache.indexes.node_labels.following(cache)
         candidates: set[str] = set()
         for index, constraint in enumerate(self.constraints):
             key = constraint.topology_key

@@ -33,7 +33,7 @@ class PodTopologySpreadScore:
         if not constraints:
             return None
         # The nodes carrying every key, as of the cache the layout follows (and `nodes` come from).
-        layout = cache.spread_layouts.of(pod, constraints, cache)
+        layout = cache.indexes.spread_layouts.of(pod, constraints, cache)
         carrying = layout.carrying
         scored = [node for node in nodes if node.name in carrying]
         per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
