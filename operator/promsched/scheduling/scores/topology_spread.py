@@ -38,12 +38,13 @@ class PodTopologySpreadScore:
         scored = [node for node in nodes if node.name in carrying]
         per_node = [matching_pods_per_node(pod, constraint, cache) for constraint in constraints]
         counts = layout.domain_counts(per_node)
+        labels = cache.indexes.node_labels.following(cache)
         domain_weights = [
             math.log(
                 (
                     len(scored)
                     if c.topology_key == HOSTNAME
-                    else len({n.labels[c.topology_key] for n in scored})
+                    else _domains_among(scored, c.topology_key, len(labels.by_label.get(c.topology_key, ())))
                 )
                 + 2
             )
@@ -77,3 +78,14 @@ class PodTopologySpreadScore:
             for value in raw
         ]
         return NodeScores([None if value is None else float(value) for value in raw], scores)
+
+
+def _domains_among(nodes: Sequence[NodeInfo], key: str, most: int) -> int:
+    """How many domains of `key` `nodes` are in: `most` (the cluster's) once all are seen, which a few
+    hundred nodes over a few zones reach within the first few."""
+    seen: set[str] = set()
+    for node in nodes:
+        seen.add(node.labels[key])
+        if len(seen) >= most:
+            break
+    return len(seen)
