@@ -16,6 +16,8 @@ from bench.kubeapi import watch
 from bench.requestcounts import Counts
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, KubeClient
+from promsched.sandbox.launching import ZONE_LABEL
+from promsched.scheduling.scores.topology_spread import HOSTNAME
 
 POD_CPU = "100m"
 POD_MEMORY = "128Mi"
@@ -49,8 +51,6 @@ class PodTimes:
 
 
 POD_LABELS: dict[str, str] = {"app": "promsched-bench"}
-HOSTNAME_KEY = "kubernetes.io/hostname"
-ZONE_KEY = "topology.kubernetes.io/zone"  # the sandbox nodes carry it (`launching.node_manifest`)
 _THE_BENCH_PODS = {"matchLabels": POD_LABELS}
 # Pod shapes by name: what each adds to the benchmark pod's spec ("spec") and container ("container"),
 # its rules selecting the benchmark's pods. "plain" is what `make bench` runs.
@@ -61,7 +61,7 @@ SHAPES: dict[str, dict[str, dict[str, Any]]] = {
             "topologySpreadConstraints": [
                 {
                     "maxSkew": 1,
-                    "topologyKey": ZONE_KEY,
+                    "topologyKey": ZONE_LABEL,
                     "whenUnsatisfiable": "ScheduleAnyway",
                     "labelSelector": _THE_BENCH_PODS,
                 }
@@ -73,7 +73,7 @@ SHAPES: dict[str, dict[str, dict[str, Any]]] = {
             "topologySpreadConstraints": [
                 {
                     "maxSkew": 1,
-                    "topologyKey": HOSTNAME_KEY,
+                    "topologyKey": HOSTNAME,
                     "whenUnsatisfiable": "DoNotSchedule",
                     "labelSelector": _THE_BENCH_PODS,
                 }
@@ -88,7 +88,7 @@ SHAPES: dict[str, dict[str, dict[str, Any]]] = {
                         {
                             "weight": 100,
                             "podAffinityTerm": {
-                                "topologyKey": HOSTNAME_KEY,
+                                "topologyKey": HOSTNAME,
                                 "labelSelector": _THE_BENCH_PODS,
                             },
                         }
@@ -102,7 +102,7 @@ SHAPES: dict[str, dict[str, dict[str, Any]]] = {
             "affinity": {
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"topologyKey": HOSTNAME_KEY, "labelSelector": _THE_BENCH_PODS}
+                        {"topologyKey": HOSTNAME, "labelSelector": _THE_BENCH_PODS}
                     ]
                 }
             }

@@ -34,6 +34,7 @@ COMPONENTS = (
     "prometheus",
 )
 ZONES = ("zone-a", "zone-b", "zone-c")
+ZONE_LABEL = "topology.kubernetes.io/zone"
 SERVICE_CIDR = "10.96.0.0/16"
 
 
@@ -67,7 +68,7 @@ def node_manifest(name: str, index: int, setup: NodeSetup) -> dict[str, object]:
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        "topology.kubernetes.io/zone": ZONES[index % len(ZONES)],
+        ZONE_LABEL: ZONES[index % len(ZONES)],
         "node.kubernetes.io/instance-type": "sandbox-4c16g",
         "type": "kwok",
         **setup.labels,

@@ -36,7 +36,7 @@ class SpreadLayout:
     carrying: set[str]
     domains: tuple[dict[str, str], ...]  # per constraint: node -> its domain, for the nodes it counts
     sizes: tuple[Counter[str], ...]  # per constraint: domain -> nodes counted in it (none at 0)
-    version: int  # the cache's node change count this is up to date with
+    version: int  # the cache's node change count this is up to date with; -1: none placed yet
 
     def follow(self, nodes: Mapping[str, NodeInfo], changed: Iterable[str], version: int) -> None:
         """Bring the changed nodes (gone, added or relabelled) up to date."""
@@ -91,23 +91,17 @@ class SpreadLayouts:
         feed = cache.node_changes
         layout = self._kept.get(key)
         if layout is None:
-            layout = SpreadLayout(
-                pod,
-                constraints,
-                set(),
-                tuple({} for _ in constraints),
-                tuple(Counter() for _ in constraints),
-                feed.count,
-            )
-            for node in cache.nodes.values():
-                layout._place(node)
-            self._kept[key] = layout
+            domains: tuple[dict[str, str], ...] = tuple({} for _ in constraints)
+            sizes: tuple[Counter[str], ...] = tuple(Counter() for _ in constraints)
+            layout = self._kept[key] = SpreadLayout(pod, constraints, set(), domains, sizes, version=-1)
             if len(self._kept) > LAYOUTS_KEPT:
                 self._kept.popitem(last=False)
-            return layout
-        self._kept.move_to_end(key)
+        else:
+            self._kept.move_to_end(key)
         if layout.version != feed.count:
-            layout.follow(cache.nodes, feed.since(layout.version), feed.count)
+            # A new layout places every node; a kept one, those changed since.
+            changed = cache.nodes if layout.version < 0 else feed.since(layout.version)
+            layout.follow(cache.nodes, changed, feed.count)
         return layout
 
 
