@@ -30,6 +30,7 @@ class PodTimes:
     created: dict[str, float] = field(default_factory=dict)
     first_seen: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)  # first seen Running, as kwok reports it
     node: dict[str, str] = field(default_factory=dict)
     failed_creates: int = 0
     started: float = 0.0
@@ -138,18 +139,23 @@ def pod_manifest(
 
 
 def _observe(pod: dict[str, Any], times: PodTimes, done: Callable[[], None]) -> bool:
-    """Record when the pod was first seen and first seen bound; True when this found its binding."""
+    """Record when the pod was first seen, first seen bound and first seen Running (`done` is called
+    after either of the last two); True when this found its binding."""
     now = time.monotonic()
     times.last_event = now
     name = pod["metadata"]["name"]
     times.first_seen.setdefault(name, now)
     node = pod["spec"].get("nodeName")
-    if node and name not in times.bound:
+    found_binding = bool(node) and name not in times.bound
+    if found_binding:
         times.bound[name] = now
         times.node[name] = node
+    started = (pod.get("status") or {}).get("phase") == "Running" and name not in times.running
+    if started:
+        times.running[name] = now
+    if found_binding or started:
         done()
-        return True
-    return False
+    return found_binding
 
 
 async def catch_up(client: KubeClient, namespace: str, times: PodTimes, done: Callable[[], None]) -> str:

@@ -35,6 +35,12 @@ SPY = Path(sys.executable).parent / "py-spy"
 MODES = ("rate", "burst")
 
 
+# A run ends once every pod bound is seen Running (kwok's status update, which every scheduler's watch
+# receives and the API server serves for every variant alike: a run that ended at its last binding would
+# leave them out of a fast scheduler's figures and put them in a slower one's), or after RUNNING_LIMIT.
+RUNNING_LIMIT = 60.0
+# A watch silent this long with pods still to come is checked against a listing.
+WATCH_SILENT_SECONDS = 5.0
 # A scheduler may write its events behind its bindings (promsched does: bindings first). A run ends
 # once the API server counted an event write per pod bound, or none for EVENTS_STILL_SECONDS, so the
 # CPU they cost is in the run's.
@@ -67,6 +73,21 @@ async def events_settled(
     return reading
 
 
+async def until_set(
+    flag: asyncio.Event, seconds: float, times: PodTimes, catch_up: Callable[[], Awaitable[None]]
+) -> None:
+    """Wait at most `seconds` for `flag`, which the bench's watch sets; `catch_up` (a listing) whenever
+    the watch was silent for WATCH_SILENT_SECONDS meanwhile, in case it stalled without failing."""
+    deadline = time.monotonic() + seconds
+    while not flag.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                flag.wait(), min(WATCH_SILENT_SECONDS, max(0.0, deadline - time.monotonic()))
+            )
+        if not flag.is_set() and time.monotonic() - times.last_event > WATCH_SILENT_SECONDS:
+            await catch_up()
+
+
 async def drive(
     credentials: Credentials,
     namespace: str,
@@ -79,14 +100,17 @@ async def drive(
     shape: str = "plain",
 ) -> PodTimes:
     """Create `count` pods of `shape` (at `rate` per second, or all at once) and wait until all are
-    bound, at most `bind_timeout` seconds after the last create."""
+    bound, at most `bind_timeout` seconds after the last create, then until those are Running and the
+    scheduler's events are written."""
     times = PodTimes()
     all_bound = asyncio.Event()
+    all_running = asyncio.Event()  # every pod bound so far is Running
     connected = asyncio.Event()
 
     def check_done() -> None:
         if len(times.bound) >= count - times.failed_creates:
             all_bound.set()
+        (all_running.set if len(times.running) >= len(times.bound) else all_running.clear)()
 
     async with (
         KubeClient(credentials, timeout=60, connections=CREATE_CONCURRENCY) as client,
@@ -124,13 +148,12 @@ async def drive(
 
             await asyncio.gather(*(limited(name) for name in names))
         check_done()
-        deadline = time.monotonic() + bind_timeout
-        while not all_bound.is_set() and time.monotonic() < deadline:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(all_bound.wait(), min(5.0, max(0.0, deadline - time.monotonic())))
-            if not all_bound.is_set() and time.monotonic() - times.last_event > 5.0:
-                # Nothing from the watch for 5 s with pods unbound: check it has not silently stalled.
-                await catch_up(client, namespace, times, check_done)
+
+        async def caught_up() -> None:
+            await catch_up(client, namespace, times, check_done)
+
+        await until_set(all_bound, bind_timeout, times, caught_up)
+        await until_set(all_running, RUNNING_LIMIT, times, caught_up)
         served = await events_settled(lambda: read_requests(session), counted, len(times.bound))
         at_end()
         times.requests = difference(counted.totals, served.totals)
@@ -256,6 +279,7 @@ def run_once(
         "mode": mode,
         "pods": pods,
         "bound": bound,
+        "running": len(times.running),
         "failed_creates": times.failed_creates,
         "watch_restarts": times.watch_restarts,
         "late_binds": times.late_binds,

@@ -1,12 +1,23 @@
-"""When a benchmark run ends (bench/running.py): once the scheduler's events are written, not at the
-last binding, so events written behind the bindings count in its CPU."""
+"""When a benchmark run ends (bench/running.py): once its pods are Running and the scheduler's events are
+written, not at the last binding, so the pods' status updates and the events written behind the bindings
+count in every variant's CPU alike."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
+from bench.pods import PodTimes, catch_up
 from bench.requestcounts import BINDING, Reading, RequestKey
-from bench.running import EVENTS_SETTLE_LIMIT, EVENTS_STILL_SECONDS, events_settled
+from bench.running import (
+    EVENTS_SETTLE_LIMIT,
+    EVENTS_STILL_SECONDS,
+    WATCH_SILENT_SECONDS,
+    events_settled,
+    until_set,
+)
+from tests.support.objects import pod_object
 
 EVENTS = RequestKey("POST", "events.k8s.io", "events")
 
@@ -61,3 +72,55 @@ def test_a_run_whose_events_are_all_written_ends_at_once() -> None:
     server = FakeServer({0.0: 20.0})
     settle(server, since_events=10.0, bound=10)
     assert (server.now, server.reads) == (0.0, 1)
+
+
+class Listing:
+    """A client whose every GET of the namespace's pods answers `pods`."""
+
+    def __init__(self, *pods: dict[str, Any]) -> None:
+        self.pods = list(pods)
+        self.gets = 0
+
+    async def send(self, request: Any) -> dict[str, Any]:
+        self.gets += 1
+        return {"items": self.pods, "metadata": {"resourceVersion": "9"}}
+
+
+def test_the_bench_records_a_pod_bound_and_then_running() -> None:
+    times, progress = PodTimes(), []
+    bound = pod_object("a", nodeName="n1")  # bound, kwok has not started it yet
+    running = pod_object("a", node_name="n1")
+    for state in (bound, running, running):
+        asyncio.run(catch_up(Listing(state), "ns", times, lambda: progress.append(len(times.running))))
+    assert list(times.bound) == ["a"]
+    assert times.node == {"a": "n1"}
+    assert list(times.running) == ["a"]
+    assert times.running["a"] >= times.bound["a"]
+    assert progress == [0, 1]  # once for the binding, once for Running; a repeat changes nothing
+
+
+class CatchUps:
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self) -> None:
+        self.count += 1
+
+
+def test_waiting_for_the_watch_ends_when_it_says_so() -> None:
+    catch_ups = CatchUps()
+
+    async def scenario() -> None:
+        flag = asyncio.Event()
+        asyncio.get_running_loop().call_soon(flag.set)
+        await until_set(flag, 30.0, PodTimes(last_event=time.monotonic()), catch_ups)
+
+    asyncio.run(asyncio.wait_for(scenario(), WATCH_SILENT_SECONDS))
+    assert catch_ups.count == 0
+
+
+def test_waiting_for_a_silent_watch_lists_the_pods_until_the_deadline() -> None:
+    catch_ups = CatchUps()
+    times = PodTimes(last_event=time.monotonic() - 2 * WATCH_SILENT_SECONDS)
+    asyncio.run(until_set(asyncio.Event(), 0.05, times, catch_ups))
+    assert catch_ups.count == 1
