@@ -285,6 +285,8 @@ def run_once(
         "late_binds": times.late_binds,
         "throughput": bound / span if span > 0 else math.nan,
         "span_s": span,
+        # When the last pod was seen Running, from the first create: kwok's pace, the same for any variant.
+        "running_s": max(times.running.values(), default=times.started) - times.started,
         "p50_ms": 1000 * percentile(latencies, 0.50),
         "p90_ms": 1000 * percentile(latencies, 0.90),
         "p99_ms": 1000 * percentile(latencies, 0.99),
@@ -332,7 +334,8 @@ def run_once(
         f"{result['apiserver_ms_per_bind']:.2f} ms/bind "
         f"(serving one {result['apiserver_bind_latency_ms']:.1f} ms), "
         f"RSS {rss:.0f} MB, "
-        f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.0f} s, "
+        f"cpu spread {result['spread']['cpu_std']:.2f} (start {start_s:.0f} s, run {measured_s:.1f} s: "
+        f"bound by {span:.1f}, Running by {result['running_s']:.1f}; "
         f"cleanup {cleanup_s:.0f} s; load {load:.1f})"
         + (f"; decide {own['decide_ms_mean']:.1f} ms/pod" if "decide_ms_mean" in own else "")
     )
