@@ -1,5 +1,5 @@
-"""py-spy's raw profile of the scheduler, as the tables that close results.md: the functions with the
-most samples of the event-loop thread, on the stack and on top."""
+"""py-spy's raw profile of the scheduler, as the tables that close results.md: its busy samples by part
+of the operator, and the functions with the most samples, on the stack and on top."""
 
 from __future__ import annotations
 
@@ -37,11 +37,46 @@ _ENVELOPE = (
 _IDLE_LEAVES = ("_worker (concurrent/futures/thread.py)",)
 
 
+# The parts of the operator a busy sample is put in: the first with a marker in a frame of its stack
+# (Kopf's `run`, under which the whole operator runs, aside), or, for a marker starting "@top:", in its
+# top frame.
+PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("promsched's handlers, under Kopf", ("_event (promsched/operating/wiring.py)",)),
+    ("Kopf's own: its watch streams, per-object workers and handler machinery", ("(kopf/",)),
+    ("the scheduling cycle (queue, filters, scores, decision)", ("Scheduler.schedule_one ",)),
+    ("the bindings and events sent (the HTTP client)", ("Binder.", "WriteQueue.")),
+    ("the bound pods' watch (promsched's own)", ("BoundPods.follow ",)),
+    ("promsched's other watches", ("Reflector.follow ",)),
+    ("metrics refreshes", ("(promsched/metrics/",)),
+    ("waiting on sockets (epoll)", ("@top:EpollSelector.select ",)),
+    (
+        "reading and writing sockets (TLS, and HTTP parsing as data arrives)",
+        ("(asyncio/sslproto.py)", "(ssl.py)", "_SelectorSocketTransport."),
+    ),
+)
+OTHER_PART = "the rest (the event loop, timers, task switches)"
+_KOPF_RUN = "run (kopf/_core/reactor/running.py)"
+
+
+def part_of(frames: list[str]) -> str:
+    """The part (of PARTS) a busy sample's stack, outermost frame first, is in."""
+    inner = [frame for frame in frames if frame != _KOPF_RUN]
+    for part, markers in PARTS:
+        for marker in markers:
+            if marker.startswith("@top:"):
+                if frames and frames[-1].startswith(marker[5:]):
+                    return part
+            elif any(marker in frame for frame in inner):
+                return part
+    return OTHER_PART
+
+
 def profile_summary(path: Path, top: int = 20) -> list[str]:
     """The functions with the most samples of the event-loop thread: on the stack (inclusive) and on
     top (self), as percentages of that thread's busy samples."""
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
+    parts: Counter[str] = Counter()
     total = idle = 0
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -56,6 +91,7 @@ def profile_summary(path: Path, top: int = 20) -> list[str]:
             continue
         total += count
         own[frames[-1]] += count
+        parts[part_of(frames)] += count
         for frame in set(frames):
             if not frame.startswith(_ENVELOPE):
                 inclusive[frame] += count
@@ -64,6 +100,12 @@ def profile_summary(path: Path, top: int = 20) -> list[str]:
     lines = [
         f"{total} busy samples ({total / 100:.0f} s at 100 Hz; {idle} samples of an idle thread-pool worker "
         "left out). Percentages of the busy samples.",
+        "",
+        "By part of the operator (each sample in the first part of this list on its stack):",
+        "",
+        "| % | Part |",
+        "| ---: | --- |",
+        *(f"| {100 * parts[part] / total:.1f} | {part} |" for part, _ in (*PARTS, (OTHER_PART, ()))),
         "",
         "Inclusive (on the stack; the event loop and CLI frames every sample shares are left out):",
         "",
