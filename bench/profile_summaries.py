@@ -72,8 +72,8 @@ def part_of(frames: list[str]) -> str:
 
 
 def profile_summary(path: Path, top: int = 20) -> list[str]:
-    """The functions with the most samples of the event-loop thread: on the stack (inclusive) and on
-    top (self), as percentages of that thread's busy samples."""
+    """The event-loop thread's busy samples by part of the operator (PARTS), then the functions with the
+    most of them on the stack (inclusive) and on top (self), as percentages of those samples."""
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
     parts: Counter[str] = Counter()

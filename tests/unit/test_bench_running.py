@@ -79,10 +79,8 @@ class Listing:
 
     def __init__(self, *pods: dict[str, Any]) -> None:
         self.pods = list(pods)
-        self.gets = 0
 
     async def send(self, request: Any) -> dict[str, Any]:
-        self.gets += 1
         return {"items": self.pods, "metadata": {"resourceVersion": "9"}}
 
 
