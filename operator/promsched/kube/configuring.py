@@ -1,11 +1,12 @@
 """Finding the API server and its credentials, as kubectl does, with the `kubernetes` package's loader.
 
 The order is kubectl's: `--kubeconfig`, else $KUBECONFIG (a list of files, merged: the first file to
-name a cluster, user, context or current-context wins), else the pod's ServiceAccount in a cluster,
-else ~/.kube/config. The loader reads the files, resolves relative paths and `--context`, and writes
-inline certificates to files for TLS to read (in a folder removed at exit). Exec credential plugins and
-token files are left to `credentials`' token sources: the loader would run a plugin once and log its
-failure instead of raising it, and read a token file once although kubelet rotates it.
+name a cluster, user, context or current-context wins; missing and empty files are skipped), else the
+pod's ServiceAccount in a cluster, else ~/.kube/config. The loader reads the files, resolves relative
+paths and `--context`, and writes inline certificates to files for TLS to read (in a folder removed
+at exit). Exec credential plugins and token files are left to `credentials`' token sources: the
+loader would run a plugin once and log its failure instead of raising it, and read a token file once
+although kubelet rotates it.
 """
 
 from __future__ import annotations
@@ -93,7 +94,12 @@ def from_kubeconfig(paths: Path | str | Sequence[Path], context: str | None = No
             else f"none of the kubeconfig files {where} exists"
         )
     try:
-        merger = KubeConfigMerger(os.pathsep.join(str(path) for path in existing))
+        # kubectl (client-go's clientcmd loader) reads an empty file as an empty config and merges the
+        # rest; the `kubernetes` package's merger would refuse it.
+        configured = [path for path in existing if not _empty(path)]
+        if not configured:
+            raise CredentialsError(f"kubeconfig {where} holds no configuration")
+        merger = KubeConfigMerger(os.pathsep.join(str(path) for path in configured))
         merged: ConfigNode = merger.config
         names = [str(entry["name"]) for entry in merged.safe_get("contexts") or []]
     except (OSError, *_MALFORMED) as error:
@@ -110,6 +116,11 @@ def from_kubeconfig(paths: Path | str | Sequence[Path], context: str | None = No
         return _load(merged, name, f"context {name} of {where}")
     except _MALFORMED as error:
         raise CredentialsError(f"kubeconfig {where}, context {name}: {error}") from None
+
+
+def _empty(path: Path) -> bool:
+    """Whether the file holds no YAML document (no bytes, or only blanks and comments)."""
+    return yaml.safe_load(path.read_text()) is None
 
 
 def _first_current_context(merger: KubeConfigMerger) -> str | None:

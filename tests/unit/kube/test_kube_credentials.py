@@ -176,6 +176,18 @@ def test_kubeconfig_files_are_merged_as_kubectl_merges_them(tmp_path: Path) -> N
     assert (chosen.server, chosen.default_namespace) == ("https://b.example", "b")
 
 
+def test_an_empty_kubeconfig_file_is_an_empty_config_as_kubectl_reads_it(tmp_path: Path) -> None:
+    empty, blank = tmp_path / "empty", tmp_path / "blank"
+    empty.write_text("")
+    blank.write_text("# nothing yet\n\n")
+    config = single(tmp_path, {"token": "abc"})
+    variable = os.pathsep.join(str(path) for path in (empty, tmp_path / "missing", blank, config))
+    credentials = discover(environ={"KUBECONFIG": variable})
+    assert (credentials.server, credentials.default_namespace) == (SERVER, "shop")
+    with pytest.raises(CredentialsError, match=rf"kubeconfig {empty} holds no configuration"):
+        discover(empty)
+
+
 def test_kubeconfig_wins_over_the_variable_and_the_context_must_exist(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
