@@ -20,7 +20,8 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed"),
 ]
 
-README = Path(__file__).parents[3] / "README.md"
+# The page with each alert's runbook paragraph: the chart's default runbookUrl, relative to the repository.
+RUNBOOKS = "docs/operations.md"
 ALERTS = [
     "PromschedPolicyNotReady",
     "PromschedNoLeader",
@@ -59,13 +60,14 @@ def test_the_rules_are_off_by_default(tmp_path: Path) -> None:
 
 def test_every_alert_reads_exported_series_and_links_its_runbook_paragraph(tmp_path: Path) -> None:
     [group] = rules(tmp_path)
-    headings = {line.removeprefix("#### ") for line in README.read_text().splitlines()}
+    page = Path(__file__).parents[3] / RUNBOOKS
+    headings = {line.removeprefix("#### ") for line in page.read_text().splitlines()}
 
     assert [rule["alert"] for rule in group["rules"]] == ALERTS
     assert promsched_series_in([rule["expr"] for rule in group["rules"]]) - exported_series() == set()
     for rule in group["rules"]:
-        assert rule["alert"] in headings, f"README has no runbook paragraph for {rule['alert']}"
-        assert rule["annotations"]["runbook_url"] == f"README.md#{rule['alert'].lower()}"
+        assert rule["alert"] in headings, f"{RUNBOOKS} has no runbook paragraph for {rule['alert']}"
+        assert rule["annotations"]["runbook_url"] == f"{RUNBOOKS}#{rule['alert'].lower()}"
 
 
 def series(metric: str, instance: str, values: str, **labels: str) -> dict[str, str]:
