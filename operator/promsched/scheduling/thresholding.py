@@ -2,6 +2,9 @@
 pod's estimated share of its allocatable would cross a threshold is filtered out, for that threshold's
 reason (kube's NodeResourcesFit counts a pod's requests against a node the same way, before it lands).
 
+A node with none of a resource allocatable has no room for any of it (as kube's NodeResourcesFit
+finds no room for a request there): a pod estimated to use some is filtered out, saying so.
+
 This runs for every feasible node for every pod, so the room each node has left under each threshold
 (in millicores and bytes) is worked out once per node result, and a pod's check is a comparison per
 threshold.
@@ -16,7 +19,7 @@ from operator import gt
 
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.plugins.interface import clamp_percent
-from promsched.metrics.scoring import NodeResult, incoming_pod_reason
+from promsched.metrics.scoring import FilterReason, NodeResult, incoming_pod_reason
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimate
@@ -61,31 +64,43 @@ class Thresholds:
         return known
 
     def _room(self, result: NodeResult, info: NodeInfo | None) -> tuple[float, ...]:
-        """What a pod may add under each threshold: (threshold - value)% of allocatable. A load percent
-        cannot pass 100, so a threshold of 100 or more leaves unbounded room."""
+        """What a pod may add under each threshold: (threshold - value)% of allocatable, none where
+        nothing is allocatable. A load percent cannot pass 100, so a threshold of 100 or more leaves
+        unbounded room, as does a node not in the cache (no pod goes there)."""
         rooms = []
         for check in self.checks:
             value = result.plugins[check.place].raw
-            allocatable = check.allocatable_of(info.allocatable) if info is not None else 0
             threshold = check.plugin.threshold
-            if value is None or not allocatable or threshold is None or threshold >= 100:
+            if value is None or info is None or threshold is None or threshold >= 100:
                 rooms.append(math.inf)
             else:
+                allocatable = check.allocatable_of(info.allocatable)
                 rooms.append(max(0.0, threshold - clamp_percent(value)) * allocatable / 100.0)
         return tuple(rooms)
 
-    def filtered(self, result: NodeResult, amounts: tuple[int, ...]) -> NodeResult:
-        """`result` filtered for the first threshold the amounts cross."""
+    def filtered(self, result: NodeResult, amounts: tuple[int, ...], rooms: tuple[float, ...]) -> NodeResult:
+        """`result` filtered for the first threshold the amounts cross (`rooms`: the node's room under
+        each)."""
         info = self.cache.nodes[result.node]
-        for check, amount in zip(self.checks, amounts, strict=True):
-            value = result.plugins[check.place].raw
-            if value is None or not amount:
+        for check, amount, room in zip(self.checks, amounts, rooms, strict=True):
+            if amount <= room:
                 continue
-            percent = 100.0 * amount / check.allocatable_of(info.allocatable)
-            reason = incoming_pod_reason(check.plugin, result.node, value, percent)
+            allocatable = check.allocatable_of(info.allocatable)
+            if not allocatable:
+                return result._replace(reasons=(_nothing_allocatable(check.plugin, result.node),))
+            value = result.plugins[check.place].raw
+            assert value is not None  # a room is unbounded without a value
+            reason = incoming_pod_reason(check.plugin, result.node, value, 100.0 * amount / allocatable)
             if reason is not None:
                 return result._replace(reasons=(reason,))
         return result
+
+
+def _nothing_allocatable(plugin: Plugin, node: str) -> FilterReason:
+    return FilterReason(
+        f"node(s) had no allocatable {plugin.name} for the pod's estimate",
+        f"{node} has no allocatable {plugin.name}, and the pod is estimated to use some",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,5 +122,5 @@ class IncomingLoad:
             if known is None or known[0] is not result or known[1] is not info:
                 known = thresholds.remember(result, info)
             if any(map(gt, amounts, known[2])):
-                results[position] = thresholds.filtered(result, amounts)
+                results[position] = thresholds.filtered(result, amounts, known[2])
         return results

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import random
 import time
+
+import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.scoring import score_nodes
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo
+from promsched.scheduling.deciding import DecisionMemo, decide
 from promsched.scheduling.resources import Resources
-from support.objects import GIB, node, pod_info
+from support.objects import GIB, node, pod, pod_info
 from support.policies import policy_spec
 from support.snapshots import snapshot_of
 
@@ -74,3 +77,33 @@ def test_a_pod_estimated_at_nothing_is_not_held_against_thresholds() -> None:
     assert DecisionMemo(unrequested).incoming_load(pod_info("p"), cache) is None
     # By default such a pod counts as 250m and 200Mi.
     assert DecisionMemo(with_requests).incoming_load(pod_info("p"), cache) is not None
+
+
+@pytest.mark.parametrize("memory_load", [10.0, 89.0], ids=["memory-room", "memory-crossed"])
+def test_a_node_with_no_cpu_allocatable_has_no_room_for_the_pods_estimated_cpu(memory_load: float) -> None:
+    """Such a node was taken as unbounded, and crashed the decision once another threshold was crossed
+    there (the pod's cpu share was divided by its 0 allocatable)."""
+    cache = ClusterCache()
+    cache.upsert_node(node("bare", allocatable={"memory": "16Gi", "pods": "110"}))
+    cache.upsert_node(node("a"))
+    spec = policy_spec({"name": "cpu", "threshold": 80}, {"name": "memory", "threshold": 90})
+    loads = {"cpu": {"bare": 10.0, "a": 10.0}, "memory": {"bare": memory_load, "a": 10.0}}
+    snapshot = snapshot_of(plan_from_policy(spec), loads, time.time())
+    memo = DecisionMemo(snapshot)
+    incoming = memo.incoming_load(pod_info("p", requests=Resources(1000, GIB)), cache)
+    assert incoming is not None
+
+    bare, a = incoming.filter(score_nodes(snapshot, ["bare", "a"], memo=memo.scores))
+
+    assert a.feasible
+    assert bare.reasons == (
+        (
+            "node(s) had no allocatable cpu for the pod's estimate",
+            "bare has no allocatable cpu, and the pod is estimated to use some",
+        ),
+    )
+    # A pod requesting no cpu passes kube's filters there, and goes to the other node.
+    for seed in range(5):
+        outcome = decide(pod("p", cpu="0"), cache, snapshot, memo=memo, rng=random.Random(seed))
+        assert outcome.node == "a"
+        assert outcome.filtered == {"node(s) had no allocatable cpu for the pod's estimate": 1}
