@@ -6,12 +6,18 @@ export PATH := $(BIN):$(PATH)
 SANDBOX_DIR ?= .sandbox
 DEMO_NODES ?= 6
 
-.PHONY: venv lint format crds install-sandbox test test-unit test-integration test-load demo demo-down clean
+.PHONY: venv lint format crds install-sandbox install-demo test test-unit test-integration test-load demo demo-down clean
 
-$(VENV)/.installed: pyproject.toml
-	@echo "pip: creating $(VENV) and installing promsched (editable) with its test tools and the sandbox's (.[test,sandbox])"
+# What the demo needs of pip: promsched (editable) and the sandbox's packages. The test tools come on top.
+$(VENV)/.sandbox-installed: pyproject.toml
+	@echo "pip: creating $(VENV) and installing promsched (editable) with the sandbox's packages (.[sandbox])"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[sandbox]'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.sandbox-installed
+	@echo "pip: installing the test tools (.[test,sandbox])"
 	$(BIN)/pip install --quiet -e '.[test,sandbox]'
 	touch $@
 
@@ -53,6 +59,10 @@ lock: $(VENV)/.lock-installed
 install-sandbox: venv
 	promsched sandbox install --with trimaran
 
+# Only what `promsched sandbox up` and the demo run: no helm, kube-scheduler or Trimaran, no test tools.
+install-demo: $(VENV)/.sandbox-installed
+	promsched sandbox install --only demo
+
 test-unit: venv
 	pytest tests/unit -q
 
@@ -66,11 +76,12 @@ test-load: install-sandbox
 test: lint install-sandbox
 	pytest tests -q
 
-demo: install-sandbox
-	promsched sandbox up --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/sandbox/demo-profiles.yaml
+# A second `make demo` reuses the sandbox (and the scheduler) the first one started; `make demo-down` stops them.
+demo: install-demo
+	promsched sandbox up --reuse --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/sandbox/demo-profiles.yaml
 	promsched demo --dir $(SANDBOX_DIR)
 
-demo-down: venv
+demo-down: $(VENV)/.sandbox-installed
 	promsched sandbox down --dir $(SANDBOX_DIR)
 
 clean: demo-down

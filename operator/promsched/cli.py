@@ -20,8 +20,9 @@ SANDBOX_EXTRA_MODULES = frozenset({"cryptography"})
 
 def _sandbox_install(args: argparse.Namespace) -> int:
     from promsched.sandbox import installing
+    from promsched.sandbox.components import SANDBOX_UP_BINARIES
 
-    installing.install()
+    installing.install(only=SANDBOX_UP_BINARIES if args.only == "demo" else None)
     if "trimaran" in args.extras:
         installing.install_trimaran()
     return 0
@@ -31,7 +32,9 @@ def _sandbox_up(args: argparse.Namespace) -> int:
     from promsched.sandbox import launching
 
     history = None if args.history_minutes is None else args.history_minutes * 60.0
-    sandbox = launching.up(args.dir, nodes=args.nodes, profiles_file=args.profiles, history=history)
+    sandbox = launching.up(
+        args.dir, nodes=args.nodes, profiles_file=args.profiles, history=history, reuse=args.reuse
+    )
     print(f"export KUBECONFIG={sandbox.kubeconfig}")
     print(f"export PROMETHEUS_URL={sandbox.prometheus_url}")
     print(f"export PATH={sandbox.state.bin_dir}:$PATH")
@@ -316,12 +319,24 @@ def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="also build an optional component: trimaran (kube-scheduler with the scheduler-plugins "
         "Trimaran plugins, the peer `make bench-quality` measures against)",
     )
+    install.add_argument(
+        "--only",
+        choices=["demo"],
+        help="build only what `promsched sandbox up` and `promsched demo` run: etcd, kube-apiserver, "
+        "kube-controller-manager, kubectl, kwok, Prometheus and node_exporter (not helm nor "
+        "kube-scheduler, which the tests and benchmarks use)",
+    )
     install.set_defaults(run=_sandbox_install)
     start = actions.add_parser("up", parents=[directory], help="start a sandbox")
     start.add_argument("--nodes", type=int, default=6, help="simulated nodes (default 6)")
     start.add_argument("--profiles", type=Path, help="YAML load profiles per node")
     start.add_argument(
         "--history-minutes", type=float, help="metric history to backfill (default 65, or 10 above 100 nodes)"
+    )
+    start.add_argument(
+        "--reuse",
+        action="store_true",
+        help="if a sandbox is already up in --dir with every component running, use it as it is",
     )
     start.set_defaults(run=_sandbox_up)
     actions.add_parser("status", parents=[directory], help="each component's state").set_defaults(

@@ -75,7 +75,11 @@ class Sandbox:
         return list(self.state.node_names)
 
     def binary(self, name: str) -> str:
-        return str(Path(self.state.bin_dir) / name)
+        path = Path(self.state.bin_dir) / name
+        if not path.exists():
+            # `sandbox up` builds only what it runs; helm and kube-scheduler come with the full install.
+            raise SandboxError(f"{path} is not built; `promsched sandbox install` builds every component")
+        return str(path)
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True

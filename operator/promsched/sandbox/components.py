@@ -74,15 +74,15 @@ def _helm_ldflags() -> list[str]:
 
 @dataclass(frozen=True)
 class GoBuild:
-    """One `go build` producing one or more binaries.
+    """One `go build` producing one binary.
 
     `module_dir` is a wrapper module shipped with promsched (for modules that `go install` refuses);
-    when it is None, `packages` are built at their pinned versions in module-aware mode.
+    when it is None, `package` is built at its pinned version in module-aware mode.
     """
 
     label: str
-    binaries: tuple[str, ...]
-    packages: tuple[str, ...]
+    binary: str
+    package: str
     ldflags: tuple[str, ...] = ()
     module_dir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -90,37 +90,46 @@ class GoBuild:
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
+# One build per binary, so a selection builds only what it names; the Kubernetes commands share most of
+# their packages, which the second and later builds take from Go's build cache.
 GO_BUILDS: tuple[GoBuild, ...] = (
     GoBuild(
         label=f"etcd {ETCD_VERSION}",
-        binaries=("etcd",),
-        packages=("go.etcd.io/etcd/server/v3",),
+        binary="etcd",
+        package="go.etcd.io/etcd/server/v3",
         module_dir=GOMOD_DIR / "etcd",
     ),
     GoBuild(
         label=f"kwok {KWOK_VERSION}",
-        binaries=("kwok",),
-        packages=(f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",),
+        binary="kwok",
+        package=f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
     ),
     GoBuild(
         label=f"helm {HELM_VERSION}",
-        binaries=("helm",),
-        packages=(f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",),
+        binary="helm",
+        package=f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",
         ldflags=tuple(_helm_ldflags()),
     ),
-    GoBuild(
-        label=f"Kubernetes {KUBERNETES_VERSION} ({', '.join(KUBERNETES_COMMANDS)})",
-        binaries=KUBERNETES_COMMANDS,
-        packages=tuple(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS),
-        ldflags=tuple(_kube_ldflags()),
-        module_dir=GOMOD_DIR / "kubernetes",
+    *(
+        GoBuild(
+            label=f"{name} {KUBERNETES_VERSION}",
+            binary=name,
+            package=f"k8s.io/kubernetes/cmd/{name}",
+            ldflags=tuple(_kube_ldflags()),
+            module_dir=GOMOD_DIR / "kubernetes",
+        )
+        for name in KUBERNETES_COMMANDS
     ),
 )
 
+# What `promsched sandbox up` starts or calls, and so all that `promsched demo` needs. The others in
+# GO_BUILDS (helm, kube-scheduler) are the tests' and the benchmarks'.
+SANDBOX_UP_BINARIES = frozenset({"etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok"})
+
 TRIMARAN_BUILD = GoBuild(
     label=f"Trimaran (scheduler-plugins {SCHEDULER_PLUGINS_VERSION}, k8s {SCHEDULER_PLUGINS_KUBERNETES})",
-    binaries=(TRIMARAN_BINARY,),
-    packages=("sigs.k8s.io/scheduler-plugins/cmd/scheduler",),
+    binary=TRIMARAN_BINARY,
+    package="sigs.k8s.io/scheduler-plugins/cmd/scheduler",
     ldflags=tuple(_kube_ldflags(SCHEDULER_PLUGINS_KUBERNETES)),
     module_dir=GOMOD_DIR / "trimaran",
 )

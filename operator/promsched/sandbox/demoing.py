@@ -3,7 +3,8 @@
 It installs the CRD and the example policy (pointed at the sandbox's Prometheus), starts `promsched run`
 as one of the sandbox's processes (so `promsched sandbox down` stops it too), applies the example
 Deployment, waits until every replica is bound, and prints where each landed with the node's load and
-score. Each step is a function of its own, so tests run them against an operator they started.
+score. Run again on the same sandbox, it keeps the scheduler it started the first time. Each step is a
+function of its own, so tests run them against an operator they started.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from promsched.operating import inspecting
 from promsched.operating.inspections import Ranking
 from promsched.operating.rendering import LEGEND, ranking_table
 from promsched.sandbox.clusters import Sandbox, SandboxError
-from promsched.sandbox.supervising import Supervisor, free_port, wait_until
+from promsched.sandbox.supervising import Process, Supervisor, free_port, wait_until
 
 Report = Callable[[str], None]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -73,14 +74,19 @@ def demo_deployment(
     return document
 
 
+def running_process(sandbox: Sandbox, name: str) -> Process | None:
+    """The sandbox process `name`, when it is running."""
+    process = Supervisor(sandbox.directory).get(name)
+    return process if process is not None and process.alive() else None
+
+
 def start_scheduler(
     sandbox: Sandbox, report: Report, name: str = "promsched", extra: tuple[str, ...] = ()
 ) -> str:
     """Run `promsched run` as the sandbox process `name`; returns its base URL once /readyz answers."""
-    supervisor = Supervisor(sandbox.directory)
-    existing = supervisor.get(name)
-    if existing is not None and existing.alive():
+    if running_process(sandbox, name) is not None:
         raise SandboxError(f"{name} is already running in this sandbox; `promsched sandbox down` stops it")
+    supervisor = Supervisor(sandbox.directory)
     listen = f"127.0.0.1:{free_port()}"
     report(f"starting promsched run (probes and /metrics on {listen})")
     # Its temporary files in the sandbox: a scheduler the tests kill (SIGKILL) cannot remove them at exit.
@@ -165,7 +171,11 @@ def demo(directory: Path, report: Report = _print) -> None:
     install_crd(sandbox)
     policy = demo_policy(sandbox)
     _apply(sandbox, policy)
-    start_scheduler(sandbox, report)
+    scheduler = running_process(sandbox, "promsched")
+    if scheduler is None:
+        start_scheduler(sandbox, report)
+    else:
+        report(f"promsched run is already running in this sandbox (pid {scheduler.pid}); the demo uses it")
     report("waiting for the policy's first metric snapshot")
     wait_for_metrics(sandbox, policy["metadata"]["name"])
     report(f"applying examples/deployment.yaml with {DEMO_REPLICAS} replicas (schedulerName: promsched)")

@@ -1,8 +1,9 @@
-"""`promsched sandbox install`: build or install every pinned component into the per-user cache.
+"""`promsched sandbox install`: build or install the pinned components into the per-user cache.
 
-Idempotent: a component whose binaries are already in the cache is skipped, so a second run takes
-seconds. Go builds go to a temporary folder first and are moved into place only when complete, so an
-interrupted build never leaves a half-written binary that a later run would trust.
+Every component by default, or only those a selection names (`promsched sandbox up` builds just what
+it runs). Idempotent: a binary already in the cache is skipped, so a second run takes seconds. Go
+builds go to a temporary folder first and are moved into place only when complete, so an interrupted
+build never leaves a half-written binary that a later run would trust.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from promsched.sandbox.components import (
@@ -48,8 +49,8 @@ def _require_go() -> None:
         raise InstallError("the `go` command is not on PATH; install Go 1.26 or newer to build the sandbox")
 
 
-def missing_binaries(build: GoBuild, target: Path) -> list[str]:
-    return [name for name in build.binaries if not os.access(target / name, os.X_OK)]
+def is_built(build: GoBuild, target: Path) -> bool:
+    return os.access(target / build.binary, os.X_OK)
 
 
 def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, dict[str, str]]:
@@ -58,11 +59,11 @@ def _go_command(build: GoBuild, out_dir: Path) -> tuple[list[str], Path | None, 
     # -v names each package as it is compiled: the progress report counts those lines.
     if build.module_dir is not None:
         # Go names a binary after its package path (`server` for etcd's `.../server/v3`): name it ourselves.
-        output = f"{out_dir}/{build.binaries[0]}" if len(build.binaries) == 1 else f"{out_dir}/"
-        cmd = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", output, *build.packages]
+        output = str(out_dir / build.binary)
+        cmd = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", output, build.package]
         return cmd, build.module_dir, env
     env["GOBIN"] = str(out_dir)
-    return ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, *build.packages], None, env
+    return ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, build.package], None, env
 
 
 def run_with_progress(
@@ -110,11 +111,10 @@ def build_go(build: GoBuild, target: Path, report: Report, printer: ProgressPrin
         if returncode != 0:
             details = "\n".join(progress.other_lines[-60:])
             raise InstallError(f"building {build.label} failed: {' '.join(cmd)}\n{details}")
-        for name in build.binaries:
-            built = out_dir / name
-            if not built.exists():
-                raise InstallError(f"building {build.label} produced no {name} binary")
-            os.replace(built, target / name)
+        built = out_dir / build.binary
+        if not built.exists():
+            raise InstallError(f"building {build.label} produced no {build.binary} binary")
+        os.replace(built, target / build.binary)
         report(
             f"  built {build.label} in {progress.clock() - progress.started:.0f}s "
             f"({progress.downloads} module(s) downloaded, {progress.packages} package(s) compiled)"
@@ -173,17 +173,28 @@ def install_kwok_stages(target: Path, report: Report) -> None:
     staged.replace(target / KWOK_NODE_STAGES)
 
 
-def install(report: Report = _print) -> Path:
-    """Make every sandbox component available; returns the folder holding the built binaries."""
+def selected_builds(only: Collection[str] | None) -> tuple[GoBuild, ...]:
+    """The Go builds of the binaries in `only` (every one when None); a name no build makes is refused."""
+    if only is None:
+        return GO_BUILDS
+    unknown = set(only) - {build.binary for build in GO_BUILDS}
+    if unknown:
+        raise InstallError(f"no sandbox component builds {', '.join(sorted(unknown))}")
+    return tuple(build for build in GO_BUILDS if build.binary in only)
+
+
+def install(report: Report = _print, only: Collection[str] | None = None) -> Path:
+    """Make the sandbox's components available, or only the binaries named in `only` (with Prometheus,
+    node_exporter and kwok's node stages, which every sandbox runs); returns the folder holding them."""
     target = bin_dir()
     started = time.monotonic()
     report(f"promsched sandbox install -> {target}")
     install_debian(DEBIAN_PACKAGES, report)
-    for build in GO_BUILDS:
-        if missing_binaries(build, target):
-            build_go(build, target, report)
-        else:
+    for build in selected_builds(only):
+        if is_built(build, target):
             report(f"  {build.label}: cached")
+        else:
+            build_go(build, target, report)
     if not (target / KWOK_NODE_STAGES).exists():
         install_kwok_stages(target, report)
     report(f"sandbox components ready in {time.monotonic() - started:.0f}s")
@@ -193,8 +204,8 @@ def install(report: Report = _print) -> Path:
 def install_trimaran(report: Report = _print) -> Path:
     """Build Trimaran (see `components.TRIMARAN_BUILD`) unless cached; returns the folder holding it."""
     target = trimaran_bin_dir()
-    if missing_binaries(TRIMARAN_BUILD, target):
-        build_go(TRIMARAN_BUILD, target, report)
-    else:
+    if is_built(TRIMARAN_BUILD, target):
         report(f"  {TRIMARAN_BUILD.label}: cached")
+    else:
+        build_go(TRIMARAN_BUILD, target, report)
     return target

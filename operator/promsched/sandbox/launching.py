@@ -20,7 +20,7 @@ import yaml
 
 from promsched.sandbox import certifying, counters, installing, monitoring, sizing
 from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
-from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE
+from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE, SANDBOX_UP_BINARIES
 from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
 from promsched.sandbox.supervising import Report, Supervisor, free_port, http_ok, wait_until
 
@@ -120,15 +120,22 @@ def up(
     profiles_file: Path | None = None,
     history: float | None = None,
     report: Report = _print,
+    reuse: bool = False,
 ) -> Sandbox:
     """Start a sandbox in `directory`; returns once every component is ready.
 
     `history` is the seconds of metric history backfilled before Prometheus starts (default by size).
+    With `reuse`, a sandbox already up there with every component running is returned as it is (its
+    nodes and loads unchanged).
     """
     started_at = time.monotonic()
     directory = directory.resolve()
     supervisor = Supervisor(directory)
     live = [p.name for p in supervisor.recorded() if p.alive()]
+    if live and reuse:
+        sandbox = _reusable(directory, live)
+        report(f"reusing the sandbox already up in {directory} ({len(sandbox.node_names)} node(s))")
+        return sandbox
     if live:
         raise SandboxError(
             f"a sandbox is already up in {directory} ({', '.join(live)} running); "
@@ -141,7 +148,7 @@ def up(
         load_profiles_file(profiles_file, node_names) if profiles_file else parse_profiles({}, node_names)
     )
 
-    bin_dir = installing.install(report)
+    bin_dir = installing.install(report, only=SANDBOX_UP_BINARIES)
     # A previous sandbox's data would be a different cluster with stale nodes and leases.
     for leftover in ("etcd", "prometheus-data", "pki", "logs", "pids"):
         shutil.rmtree(directory / leftover, ignore_errors=True)
@@ -180,6 +187,18 @@ def up(
     )
     report(f"sandbox ready in {time.monotonic() - started_at:.1f}s")
     return sandbox
+
+
+def _reusable(directory: Path, live: list[str]) -> Sandbox:
+    """The sandbox up in `directory`, when every component runs and its start-up has finished."""
+    missing = [name for name in COMPONENTS if name not in live]
+    if not missing and (directory / "sandbox.json").exists():
+        return Sandbox.load(directory)
+    why = f"{', '.join(missing)} not running" if missing else "it is still starting"
+    raise SandboxError(
+        f"the sandbox in {directory} cannot be reused ({why}); "
+        f"stop it with `promsched sandbox down --dir {directory}`"
+    )
 
 
 def _start_control_plane(
