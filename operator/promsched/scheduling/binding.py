@@ -226,32 +226,65 @@ class Binder:
         controller = reporter if isinstance(reporter, str) else reporter.scheduler_name
         limited = self.events.limited
         request = self.events.record(pod, event_type, reason, action, note, controller, related)
+        self._write_events(self.events.take_finished())
         if request is not None:
-            if not self.writes.submit(*_event_slot(request), request) and request.method == "POST":
+            if not self._write_event(request) and request.method == "POST":
                 # Never created: the next occurrence must create it rather than patch a missing Event.
-                self.events.forget_event(pod.uid, str(request.body["metadata"]["name"]))
+                self.events.forget_event(pod.uid, _event_name(request))
         elif self.events.limited > limited:
             telemetry.api_writes_dropped.labels("event").inc()
 
+    def _write_event(self, request: requests.Request) -> bool:
+        """Queue an Event's create or series patch; False when dropped. One Event's writes share a slot
+        (sent in order, see `writing`); a series patch for an Event whose create still waits goes out
+        with it, as one create that holds the count."""
+        name = _event_name(request)
+        waiting = self.writes.pending("event", name)
+        if request.method == "PATCH" and waiting is not None and waiting.method == "POST":
+            request = requests.Request(waiting.method, waiting.path, {**waiting.body, **request.body})
+        return self.writes.submit("event", name, request)
+
+    def _write_events(self, writes: list[requests.Request]) -> None:
+        for request in writes:
+            self._write_event(request)
+
     async def _send(self, request: requests.Request) -> None:
-        await self.sender.send(request)
+        try:
+            await self.sender.send(request)
+        except ApiError as error:
+            if error.status != 404 or request.method != "PATCH" or "/events/" not in request.path:
+                raise
+            # The Event is gone (deleted, or past the API server's event TTL): created again, as
+            # client-go's recorder does.
+            create = self.events.recreate(_event_name(request))
+            if create is None:
+                raise
+            await self.sender.send(create)
 
     def forget(self, uid: str) -> None:
-        """A pod that is gone: its event series and allowance."""
-        self.events.forget(uid)
+        """A pod no longer waiting (bound or gone): its event series end, their final counts written."""
+        self._write_events(self.events.forget(uid))
 
     def refresh_events(self) -> None:
         """Write the event series' counts that grew (kube: every 30 minutes)."""
-        for request in self.events.refresh():
-            self.writes.submit(*_event_slot(request), request)
+        self._write_events(self.events.refresh())
+
+    def finish_events(self) -> None:
+        """Write the final counts of the series idle past their end (kube: every 6 minutes)."""
+        self._write_events(self.events.finish())
+
+    async def close(self) -> None:
+        """Write every series' count the API server lacks, and wait for the queue to be sent (bound
+        the wait: the shutdown cannot take long)."""
+        self._write_events(self.events.finish(everything=True))
+        await self.writes.drain()
 
 
-def _event_slot(request: requests.Request) -> tuple[str, str]:
-    """Creating an Event and patching its series are separate slots: a patch never replaces the create
-    it follows; a newer series count replaces an older one."""
+def _event_name(request: requests.Request) -> str:
+    """The Event a create (by its body) or a series patch (by its path) writes."""
     if request.method == "PATCH":
-        return "event", "series/" + request.path.rsplit("/", 1)[-1]
-    return "event", "create/" + str(request.body["metadata"]["name"])
+        return request.path.rsplit("/", 1)[-1]
+    return str(request.body["metadata"]["name"])
 
 
 def _ref(pod: PodInfo) -> PodRef:

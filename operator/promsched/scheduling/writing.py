@@ -4,7 +4,9 @@ Bindings are sent at once by the binder; everything else waits here, sent by a f
 for an object that already has one pending replaces it (a newer condition or series count makes the
 older one moot), and when the queue is full a new write is dropped and counted
 (`promsched_api_writes_dropped_total{kind}`), so under pressure the API server sees bindings first
-and a bounded trickle of the rest, never an unbounded pile of background tasks.
+and a bounded trickle of the rest, never an unbounded pile of background tasks. Writes for one object
+go out in order: while one is being sent, the next waits for it (a series patch must not overtake
+its Event's create, nor an older condition a newer one).
 """
 
 from __future__ import annotations
@@ -49,11 +51,18 @@ class WriteQueue:
         self.workers = workers
         self.active = 0
         self._pending: OrderedDict[tuple[str, str], Request] = OrderedDict()
+        self._sending: set[tuple[str, str]] = set()  # slots whose write is on its way
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.dropped: dict[str, int] = {}
         self.coalesced = 0
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    def pending(self, kind: str, key: str) -> Request | None:
+        """The write of `kind` for `key` that waits to be sent, if any (not one on its way)."""
+        return self._pending.get((kind, key))
 
     def submit(self, kind: str, key: str, request: Request) -> bool:
         """Queue `request`, the write of `kind` for the object `key`; False when dropped (full)."""
@@ -69,18 +78,37 @@ class WriteQueue:
         self._pending[slot] = request
         if self.active < self.workers:
             self.active += 1
+            self._idle.clear()
             self.spawn(self._work())
         return True
 
+    async def drain(self) -> None:
+        """Wait until every queued write has been sent (or has failed)."""
+        await self._idle.wait()
+
+    def _next(self) -> tuple[tuple[str, str], Request] | None:
+        """The oldest write whose object has none on its way (at most `workers` are passed over)."""
+        for slot, request in self._pending.items():
+            if slot not in self._sending:
+                del self._pending[slot]
+                return slot, request
+        return None
+
     async def _work(self) -> None:
-        """Send queued writes until none is left; a failed write is logged, not retried (an event or
-        a condition is information, and a newer one follows)."""
+        """Send queued writes until none is left that may go now; a write held back behind its object's
+        is sent by the worker sending that one, when it is done. A failed write is logged, not retried
+        (an event or a condition is information, and a newer one follows)."""
         try:
-            while self._pending:
-                _slot, request = self._pending.popitem(last=False)
+            while (taken := self._next()) is not None:
+                slot, request = taken
+                self._sending.add(slot)
                 try:
                     await self.send(request)
                 except (ApiError, aiohttp.ClientError, TimeoutError) as error:
                     logger.warning("%s %s failed: %s", request.method, request.path, error)
+                finally:
+                    self._sending.discard(slot)
         finally:
             self.active -= 1
+            if not self.active:
+                self._idle.set()

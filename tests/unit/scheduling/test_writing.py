@@ -77,3 +77,28 @@ async def test_at_most_the_workers_send_at_once_and_a_failed_write_does_not_stop
     assert len(writes.tasks) == 2
     await writes.settle()
     assert sorted(writes.sent) == ["boom", "four", "three", "two"]
+
+
+async def test_a_write_for_an_object_waits_for_the_one_on_its_way_and_others_pass_it() -> None:
+    gate = asyncio.Event()
+    started: list[str] = []
+
+    async def send(request: Request) -> None:
+        started.append(request.body["message"])
+        if request.body["message"] == "create":
+            await gate.wait()
+
+    writes = Writes(workers=4)
+    queue = WriteQueue(send, writes.spawn, workers=4)
+    queue.submit("event", "e1", condition("a", "create"))
+    await asyncio.sleep(0)  # a worker takes it, and waits on the API server
+    queue.submit("event", "e1", condition("a", "series"))
+    queue.submit("condition", "ns/b", condition("b", "other"))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert started == ["create", "other"]
+    drained = asyncio.ensure_future(queue.drain())
+    gate.set()
+    await drained
+    assert started == ["create", "other", "series"]
+    assert (len(queue), queue.active) == (0, 0)
