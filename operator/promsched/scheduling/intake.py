@@ -11,8 +11,7 @@ lacks is removed exactly as its DELETED event would remove it, with the same que
 A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (once Kopf's listing has
 stopped coming for `relist_quiet` seconds; one list of a kind at a time, requests meanwhile fold into
 one more), and every `resync_interval` seconds as a safety net. A difference a later list finds and no
-watch event explains within `drift_grace` seconds is drift: logged, counted in
-promsched_cache_drift_total{kind}, and repaired (it was applied from the list at once).
+watch event explains within `drift_grace` seconds is drift (`drift`), repaired as soon as the list found it.
 
 Every state passes the kind's version guard (`versions.Versions`), so an object only moves forward. The
 intake also keeps the pending pods (unbound and live, whoever schedules them) and gives parked pods
@@ -24,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,16 +31,16 @@ import aiohttp
 
 from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
-from promsched.scheduling import telemetry
 from promsched.scheduling.bound_pods import UNFINISHED_PODS, BoundPods
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.drift import Difference, Differences, shown
 from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
 from promsched.scheduling.resources import Resources
 from promsched.scheduling.secondary_kinds import SecondaryKinds
-from promsched.scheduling.versions import Versions, version_of
+from promsched.scheduling.versions import Held, Versions, parse_version, version_of
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +52,6 @@ DRIFT_GRACE = 5.0
 # this long, rather than once per handful.
 RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
-_CHANGES = {"removed": "was deleted", "added": "was missing", "updated": "was held in an older state"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +63,9 @@ class Kind:
     apply: Callable[[bool, Mapping[str, Any]], None]
     by_uid: bool = False  # pods: one recreated under the same name is another pod
     field_selector: str = ""  # the objects of the kind that are listed; "": all
+    # What the cache has of the kind beyond what its version guard holds: a list lacking those removes
+    # them too.
+    unheld: Callable[[], Iterable[tuple[str, Held]]] | None = None
 
     def key(self, metadata: Mapping[str, Any]) -> str:
         if self.by_uid and metadata.get("uid"):
@@ -72,17 +73,6 @@ class Kind:
         name = str(metadata.get("name", ""))
         namespace = metadata.get("namespace")
         return f"{namespace}/{name}" if namespace else name
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    """What a list changed in the cache. A watch event of the object at `version` or later explains it."""
-
-    resource: str
-    key: str
-    name: str
-    change: str  # "removed", "added" (the cache lacked it) or "updated" (it held an older state)
-    version: int | None
 
 
 def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
@@ -137,7 +127,6 @@ class Intake:
         self.refuse = refuse
         self.spawn = spawn
         self.resync_interval = resync_interval  # 0: no periodic lists
-        self.drift_grace = drift_grace
         self.relist_quiet = relist_quiet
         self.sleep = sleep
         self.clock = clock
@@ -160,7 +149,14 @@ class Intake:
                 "/apis/storage.k8s.io/v1/csistoragecapacities",
                 storage.apply_storage_capacity,
             ),
-            Kind("pods", "/api/v1/pods", self._apply_pod, by_uid=True, field_selector=UNFINISHED_PODS),
+            Kind(
+                "pods",
+                "/api/v1/pods",
+                self._apply_pod,
+                by_uid=True,
+                field_selector=UNFINISHED_PODS,
+                unheld=self._counted_unheld,
+            ),
         )
         self.kinds = {kind.resource: kind for kind in kinds}
         self.versions = {kind.resource: Versions() for kind in kinds}
@@ -168,7 +164,7 @@ class Intake:
         self._listing: set[str] = set()  # kinds being listed now
         self._again: set[str] = set()  # kinds to list once more when their current list ends
         self._asked: dict[str, float] = {}  # kind -> when a list of it was last asked for
-        self._unexplained: dict[tuple[str, str], Difference] = {}
+        self.differences = Differences(spawn, sleep, drift_grace, logger)
         # With a watcher, bound pods come from a watch of the intake's own and Kopf's has only the others
         # (see `bound_pods`); without, Kopf's watch has them all.
         self.bound_pods = None
@@ -208,6 +204,7 @@ class Intake:
         self.cache.unnominate(uid)
         self.queue.remove(uid)
         version = version_of(metadata)
+        self.differences.explain("pods", uid, version)  # perhaps a deletion a list found first
         if version is not None:
             self.versions["pods"].left(uid, version)
 
@@ -244,8 +241,7 @@ class Intake:
             self.relist(kind)
         metadata = obj.get("metadata") or {}
         key, version = kind.key(metadata), version_of(metadata)
-        if self._unexplained:
-            self._explain(kind.resource, key, version)
+        self.differences.explain(kind.resource, key, version)
         deleted = event_type == "DELETED"
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         if self.versions[kind.resource].admit(key, version, namespace, name, deleted=deleted):
@@ -428,43 +424,28 @@ class Intake:
                 change = versions.take_listed(key, version, namespace, name)
                 if change:
                     kind.apply(False, obj)
-                    changes.append(Difference(kind.resource, key, _shown(namespace, name), change, version))
+                    changes.append(Difference(kind.resource, key, shown(namespace, name), change, version))
         if list_version is not None:
-            for key, held in versions.missing_from(listed, list_version):
+            unheld = kind.unheld() if kind.unheld is not None else ()
+            for key, held in versions.missing_from(listed, list_version, unheld):
                 versions.remove(key, list_version)
                 metadata = {"name": held.name, "namespace": held.namespace, "uid": key}
                 kind.apply(True, {"metadata": metadata})
-                name = _shown(held.namespace, held.name)
+                name = shown(held.namespace, held.name)
                 changes.append(Difference(kind.resource, key, name, "removed", held.version))
             versions.listed(list_version)
         if changes and not first:
-            for difference in changes:
-                self._unexplained[(difference.resource, difference.key)] = difference
-            self.spawn(self._report_drift(changes))
+            self.differences.found(changes)
 
-    def _explain(self, resource: str, key: str, version: int | None) -> None:
-        """A watch event of an object a list changed: the difference was an event in flight, not drift."""
-        difference = self._unexplained.get((resource, key))
-        if difference is None:
-            return
-        if version is None or difference.version is None or version >= difference.version:
-            del self._unexplained[(resource, key)]
-
-    async def _report_drift(self, changes: list[Difference]) -> None:
-        await self.sleep(self.drift_grace)
-        for difference in changes:
-            where = (difference.resource, difference.key)
-            if self._unexplained.get(where) is not difference:
-                continue  # explained by a watch event, or superseded by a later list's finding
-            del self._unexplained[where]
-            telemetry.cache_drift.labels(difference.resource).inc()
-            logger.warning(
-                "The cache had drifted from the cluster (repaired): %s %s %s",
-                difference.resource,
-                difference.name,
-                _CHANGES[difference.change],
-            )
-
-
-def _shown(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
+    def _counted_unheld(self) -> Iterator[tuple[str, Held]]:
+        """The pods counted on a node that the pods' version guard does not hold. A pod bound here
+        leaves Kopf's watch of unbound pods, and so the guard (`Versions.left`), before the watch of
+        bound pods has it; if that watch loses the binding (410 Gone) and the pod ends before it starts
+        anew, no event tells. kube-scheduler expires no assumed pod either (kubernetes#110925 set the
+        TTL after FinishBinding to 0: expiring a pod whose binding was slow gave its room twice); its
+        informer's relist deletes the pod ("final state unknown") from its queue and its cache. So does
+        this relist, which the 410 itself asks for, with the periodic one as a safety net."""
+        held = self.versions["pods"].held
+        for uid, (_node, pod) in self.cache.counted.items():
+            if uid not in held:
+                yield uid, Held(parse_version(pod.resource_version) or 0, pod.namespace, pod.name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 # Tombstones kept per kind between two complete lists; beyond this the oldest go first. Only a state
@@ -25,8 +26,13 @@ MAX_TOMBSTONES = 20_000
 
 def version_of(metadata: Mapping[str, Any]) -> int | None:
     """The resourceVersion as a number; None where it is not etcd's (nothing to compare)."""
+    return parse_version(metadata.get("resourceVersion", ""))
+
+
+def parse_version(resource_version: str) -> int | None:
+    """A resourceVersion as a number; None where it is not etcd's."""
     try:
-        return int(metadata.get("resourceVersion", ""))
+        return int(resource_version)
     except (TypeError, ValueError):
         return None
 
@@ -85,13 +91,16 @@ class Versions:
         self._record(key, version, namespace, name, deleted=False)
         return "added" if held is None else "updated"
 
-    def missing_from(self, listed: Iterable[str], list_version: int) -> list[tuple[str, Held]]:
+    def missing_from(
+        self, listed: Iterable[str], list_version: int, unheld: Iterable[tuple[str, Held]] = ()
+    ) -> list[tuple[str, Held]]:
         """The objects held at a version no newer than a complete list's that the list lacks: deleted
-        before the list was read, whether or not their DELETED event arrived."""
+        before the list was read, whether or not their DELETED event arrived. `unheld`: objects the
+        cache still has that are not held here, each with the version of the state it has; judged alike."""
         shown = set(listed)
         return [
             (key, held)
-            for key, held in self.held.items()
+            for key, held in chain(self.held.items(), unheld)
             if held.version <= list_version and key not in shown
         ]
 

@@ -14,10 +14,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from promsched.kube.requests import Request
+from promsched.kube.sending import ApiError
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.intake import Intake
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where
+from promsched.scheduling.selectors import parse_label_selector
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import (
@@ -32,7 +34,7 @@ from support.objects import (
 )
 from support.polling import eventually_async
 from support.volume_objects import csi_driver, storage_capacity
-from support.watchers import ScriptedWatcher
+from support.watchers import ScriptedWatcher, follow_until
 
 RESYNC = 300.0
 GRACE = 5.0
@@ -408,6 +410,56 @@ async def test_a_pod_leaving_kopfs_watch_of_unbound_pods_is_counted_by_the_watch
     assert "uid-web" not in plain.cache.counted
 
 
+async def test_a_pod_bound_here_whose_binding_the_watch_lost_is_dropped_by_the_relist_that_lacks_it() -> None:
+    # The watch of bound pods gets 410 Gone before it delivers the binding; the pod ends before the
+    # watch starts anew, so no event ever tells of it. Only the list the 410 asks for can.
+    gone = ApiError(Request("GET", "/api/v1/pods"), 410, "Expired", "too old resource version: 12")
+    watcher = ScriptedWatcher(([], gone))
+    setup = build(watcher=watcher)
+    try:
+        setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
+        setup.serve("pods", 10)
+        await setup.intake.sync()
+        setup.intake.on_pod("ADDED", pod_object("web", cpu="800m", labels={"app": "web"}, version="11"))
+        setup.cache.assume(setup.intake.pending["uid-web"], "n1")
+        setup.intake.on_pod("DELETED", pod_object("web", cpu="800m", labels={"app": "web"}, version="12"))
+        park(setup.queue, PodInfo.from_object(pod_object("waiting", cpu="500m")))
+        setup.serve("pods", 20)  # deleted, or finished (the lists leave finished pods out)
+        assert setup.intake.bound_pods is not None
+        await follow_until(setup.intake.bound_pods.follow("12"), watcher, 2)
+        await setup.listed()
+        assert "uid-web" not in setup.cache.counted
+        assert setup.cache.usage_of("n1").requested.milli_cpu == 0
+        selector = parse_label_selector({"matchLabels": {"app": "web"}}, "selector")
+        assert list(setup.cache.pods_selected_by(selector)) == []
+        assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
+        # A late event of the pod from before the list is refused.
+        setup.intake.on_bound_pod("ADDED", bound("web", 12, cpu="800m"))
+        assert "uid-web" not in setup.cache.counted
+    finally:
+        setup.background.stop()
+
+
+async def test_a_relist_keeps_a_pod_bound_here_that_it_shows_or_that_is_newer_than_the_list() -> None:
+    setup = build(watcher=ScriptedWatcher())
+    try:
+        setup.serve("nodes", 10, node_object("n1", cpu="2", version="2"))
+        setup.serve("pods", 10)
+        await setup.intake.sync()
+        for name, version in (("listed", 11), ("newer", 31)):
+            setup.intake.on_pod("ADDED", pod_object(name, version=str(version)))
+            setup.cache.assume(setup.intake.pending[f"uid-{name}"], "n1")
+            setup.intake.on_pod("DELETED", pod_object(name, version=str(version + 1)))
+        # Read before "newer" was created; "listed" shows bound, its binding's event not yet in.
+        setup.serve("pods", 25, bound("listed", 12))
+        setup.intake.relist(setup.intake.kinds["pods"])
+        await setup.listed()
+        assert set(setup.cache.counted) == {"uid-listed", "uid-newer"}
+        assert "uid-listed" not in setup.cache.assumed  # the list showed its binding
+    finally:
+        setup.background.stop()
+
+
 async def test_a_parked_pod_is_retried_when_a_relist_drops_the_pod_holding_its_room(setup: Setup) -> None:
     setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
     setup.serve("pods", 10, bound("holder", 5, cpu="800m"), bound("other", 6))
@@ -478,6 +530,25 @@ async def test_drift_is_counted_by_kind_once_no_watch_event_explains_it(
     assert any("pods ns/unseen was missing" in line for line in warnings)
     assert setup.sleeps.count(RESYNC) == 1  # the next safety net is due
     assert setup.sleeps.count(GRACE) == 0
+
+
+async def test_no_drift_is_counted_when_a_pending_pods_deletion_races_a_relist() -> None:
+    setup = build(watcher=ScriptedWatcher())
+    try:
+        setup.serve("pods", 10, pod_object("queued", version="5"))
+        await setup.intake.sync()
+        before = drift("pods")
+        setup.serve("pods", 20)  # read after the deletion, whose event is still on its way
+        setup.intake.relist(setup.intake.kinds["pods"])
+        await setup.listed()
+        assert "uid-queued" not in setup.intake.pending
+        setup.intake.on_pod("DELETED", pod_object("queued", version="18"))  # Kopf's watch of unbound pods
+        await setup.sleeping(GRACE)
+        setup.sleeps.end(GRACE)
+        await setup.listed()
+        assert drift("pods") == before
+    finally:
+        setup.background.stop()
 
 
 async def test_no_drift_is_counted_when_the_lists_agree(setup: Setup) -> None:
