@@ -44,7 +44,7 @@ from promsched.scheduling.filters.node_verdicts import (
     usage_totals_only,
 )
 from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.herding import HerdWindow, herd_adjustments, herd_loads
+from promsched.scheduling.herding import HerdWindow, herd_loads
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.nominations import filter_node, nominated_before
 from promsched.scheduling.pods import PodInfo
@@ -115,6 +115,14 @@ class DecisionMemo:
             self.estimates = Estimates(self.snapshot, cache)
         return self.estimates
 
+    def judge_load(
+        self, cache: ClusterCache, nodes: list[str], incoming: IncomingLoad | None
+    ) -> list[NodeResult]:
+        """`nodes` scored by load with the herd load added, those the incoming pod's estimate would take
+        past a threshold filtered out: how placement, and preemption for its candidates, judge load."""
+        results = score_nodes(self.snapshot, nodes, extra_load=herd_loads(cache, self), memo=self.scores)
+        return incoming.filter(results) if incoming is not None else results
+
     def incoming_load(self, pod: PodInfo, cache: ClusterCache) -> IncomingLoad | None:
         """The pod's estimate against the thresholds; None when none concerns it."""
         if self.thresholds is None:
@@ -179,10 +187,7 @@ def _nominated_node_fit(
     nominated = nominated_before(pod, cache, name)
     if filter_node(pod, node, cache.usage_of(name), filters, checks, nominated) is not None:
         return None
-    extra_load = herd_adjustments(cache, memo, [name])
-    results = score_nodes(memo.snapshot, [name], extra_load=extra_load, memo=memo.scores)
-    incoming = memo.incoming_load(pod, cache)
-    [result] = incoming.filter(results) if incoming is not None else results
+    [result] = memo.judge_load(cache, [name], memo.incoming_load(pod, cache))
     return result if result.feasible else None
 
 
@@ -217,7 +222,7 @@ def decide(
         rejected = [(name, Status(checks.message, Code.UNRESOLVABLE, lifted_by)) for name in cache.nodes]
         preemption = Preemption()
         if total_nodes:
-            preemption = preempt(pod, cache, snapshot, rejected, (), (), rng=rng, evictable=evictable)
+            preemption = preempt(pod, cache, memo, rejected, (), (), rng=rng, evictable=evictable)
         message += preemption.note()
         return Outcome(None, (), everywhere, total_nodes, message, start, lifted_by, preemption)
     filters = tuple(node_filter for node_filter in filters if node_filter.concerns(pod))
@@ -251,17 +256,7 @@ def decide(
         message = summarize_failures(total_nodes, filtered)
         preemption = Preemption()
         if total_nodes:
-            preemption = preempt(
-                pod,
-                cache,
-                snapshot,
-                failed,
-                filters,
-                checks,
-                scores=memo.scores,
-                rng=rng,
-                evictable=evictable,
-            )
+            preemption = preempt(pod, cache, memo, failed, filters, checks, rng=rng, evictable=evictable)
         message += preemption.note()
         return Outcome(None, (), dict(filtered), total_nodes, message, next_start, lifted_by, preemption)
     best_first = with_preferences(pod, cache, ranked, scorers, preference_weight, search.nodes)
@@ -295,7 +290,6 @@ def _walk(
     position = 0
     # Looked up once: the loop below runs for hundreds of nodes per pod, and nominations are rare.
     nodes, usages, usage_of, any_nominated = cache.nodes, cache.usage, cache.usage_of, bool(cache.nominated)
-    snapshot = memo.snapshot
     # The node-only filters come first: their verdicts are looked up, and the rest run where they pass.
     # When the rest read only the nodes' usage totals, every filter's verdict is looked up (not beside
     # nominated pods, which kube adds to a node's usage for the filters).
@@ -344,8 +338,7 @@ def _walk(
                 failed.append((name, status))
                 lifted_by |= status.lifted_by
         # Metric thresholds filter too: a chunk may leave fewer feasible nodes than wanted.
-        results = score_nodes(snapshot, feasible, extra_load=herd_loads(cache, memo), memo=memo.scores)
-        for result in incoming.filter(results) if incoming is not None else results:
+        for result in memo.judge_load(cache, feasible, incoming):
             if not result.reasons:  # feasible (the property, inlined: once per node)
                 ranked.append(result)
             else:

@@ -5,8 +5,10 @@ Only nodes that failed for a reason evicting pods can lift (the filter's Unsched
 ports, anti-affinity, spreading; not taints or node affinity) are dry-run, from a random offset and up
 to kube's number of candidates (10% of them, at least 100). A pod whose preemptionPolicy is Never may
 not preempt, nor may one whose nominated node still has lower-priority pods terminating from an
-earlier preemption. Load thresholds are judged on metrics, which no eviction changes until the next
-snapshot: a candidate must pass them as it stands. This module decides; `evicting` acts.
+earlier preemption. Load is judged as placement judges it (the herd load and the pod's own estimate
+against the thresholds) on metrics, which no eviction changes until the next snapshot: a candidate must
+pass as it stands, since kube never preempts on a node the pod would still not fit. This module
+decides; `evicting` acts.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from promsched.metrics.scoring import ScoreMemo, score_nodes
-from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.filters import Filter, summarize_failures
 from promsched.scheduling.filters.checks import NodeCheck
@@ -33,6 +33,9 @@ from promsched.scheduling.preemption_candidates import (
     pick_one,
     select_victims,
 )
+
+if TYPE_CHECKING:
+    from promsched.scheduling.deciding import DecisionMemo
 
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 NEVER: Final = "not eligible due to preemptionPolicy=Never."
@@ -96,18 +99,17 @@ def candidates_to_find(potential: int) -> int:
 def preempt(
     pod: PodInfo,
     cache: ClusterCache,
-    snapshot: Snapshot,
+    memo: DecisionMemo,
     failed: Sequence[tuple[str, Status]],
     filters: Sequence[Filter],
     checks: Sequence[NodeCheck],
     *,
-    scores: ScoreMemo | None = None,
     rng: random.Random | None = None,
     evictable: Evictable | None = None,
 ) -> Preemption:
-    """Preemption for `pod`, which fits none of the cache's nodes; `failed` holds each node a filter
-    rejected, with its rejection (nodes missing from it were never judged by the filters, or passed
-    them and failed a load threshold)."""
+    """Preemption for `pod`, which fits none of the cache's nodes, judged with the decision's `memo`;
+    `failed` holds each node a filter rejected, with its rejection (nodes missing from it were never
+    judged by the filters, or passed them and failed a load threshold)."""
     total = len(cache.nodes)
     statuses = dict(failed)
     reason = ineligibility(pod, cache, statuses, evictable)
@@ -121,13 +123,14 @@ def preempt(
     found: list[Candidate] = []
     violating: list[Candidate] = []
     reasons: Counter[str] = Counter()
+    incoming = memo.incoming_load(pod, cache) if potential else None
     for index in range(len(potential)):
         name = potential[(offset + index) % len(potential)]
         result = select_victims(pod, cache.nodes[name], cache, filters, checks, budgets, now, evictable)
         if isinstance(result, Status):
             reasons[result.reason] += 1
             continue
-        judged = score_nodes(snapshot, [name], memo=scores)[0]
+        [judged] = memo.judge_load(cache, [name], incoming)
         if not result.victims or not judged.feasible:
             reasons[judged.reasons[0].key if judged.reasons else NO_VICTIMS.reason] += 1
             continue

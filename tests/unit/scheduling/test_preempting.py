@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
+import pytest
+
+from promsched.metrics import Snapshot, plan_from_policy
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.deciding import decide
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preempting import NEVER, TERMINATING, candidates_to_find
@@ -12,9 +18,12 @@ from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import anti_affinity, cache_with, decide_evenly, required_term
+from support.policies import policy_spec
 from support.preemption import found, no_victims, not_helpful, preemption_note
+from support.snapshots import snapshot_of
 
 TWO_NODES = [node("n1", cpu="2"), node("n2", cpu="2")]
+TWO_NODES_OF_4 = [node("n1"), node("n2")]
 INSUFFICIENT = "0/2 nodes are available: 2 Insufficient cpu."
 PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
 
@@ -196,3 +205,48 @@ def test_victims_of_promsched_terminating_under_the_eviction_apis_own_mark_hold_
     assert decide_evenly(urgent, cache).message == INSUFFICIENT + preemption_note(TERMINATING)
     cache.remove_pod("uid-low-n1")
     assert cache.preempted == set()
+
+
+def cpu_threshold_snapshot(threshold: float, loads: dict[str, float]) -> Snapshot:
+    return snapshot_of(
+        plan_from_policy(policy_spec({"name": "cpu", "threshold": threshold})), {"cpu": loads}, time.time()
+    )
+
+
+@pytest.mark.parametrize(("threshold", "preempts"), [(70, False), (90, True)])
+def test_no_victims_on_a_node_whose_threshold_keeps_the_pod_out_with_its_own_load(
+    threshold: float, preempts: bool
+) -> None:
+    """Two full nodes at 60% cpu; the preemptor's 1 cpu is 25% of either. With a threshold of 70 it
+    would not go to a node once its victims were gone (85%), so none is evicted on either."""
+    cache = cache_with(
+        TWO_NODES_OF_4, [pod(f"low-{name}", cpu="3500m", node_name=name) for name in ("n1", "n2")]
+    )
+    snapshot = cpu_threshold_snapshot(threshold, {"n1": 60.0, "n2": 60.0})
+    outcome = decide(pod("urgent", cpu="1", priority=1000), cache, snapshot, rng=random.Random(1))
+    assert outcome.node is None
+    candidate = outcome.preemption.candidate
+    if preempts:
+        assert candidate is not None
+        assert outcome.message == INSUFFICIENT + found(candidate.node, 1)
+    else:
+        assert candidate is None
+        assert outcome.preemption.clear_nomination
+        assert outcome.message == INSUFFICIENT + preemption_note(
+            "0/2 nodes are available: 2 cpu load above 70%."
+        )
+
+
+def test_the_herd_load_of_pods_placed_since_the_metrics_counts_against_a_candidates_threshold() -> None:
+    """n1 shows 30% cpu, but a pod placed there a moment ago (that may not be evicted) adds 25%, and the
+    preemptor another 25%: 80% is past the threshold of 70."""
+    cache = cache_with([node("n1")], [pod("low", cpu="3500m", node_name="n1")])
+    snapshot = cpu_threshold_snapshot(70, {"n1": 30.0})
+    urgent = pod("urgent", cpu="1", priority=1000)
+    assert decide(urgent, cache, snapshot, rng=random.Random(1)).preemption.candidate is not None
+    cache.assume(pod("high", cpu="1", priority=2000), "n1")
+    outcome = decide(urgent, cache, snapshot, rng=random.Random(1))
+    assert outcome.preemption.candidate is None
+    assert outcome.message == "0/1 nodes are available: 1 Insufficient cpu." + preemption_note(
+        "0/1 nodes are available: 1 cpu load above 70%."
+    )
