@@ -1,20 +1,23 @@
 """The reflector loop on its own: resumed from the last version seen (bookmarks included), started anew
-from what `expired` gives after 410 Gone, and other failures retried after a pause (a scripted
-watcher, an injected sleep)."""
+from what `expired` gives after 410 Gone, and other failures, a watch closed at once with nothing among
+them, retried after pauses that double up to a cap (a scripted watcher, an injected sleep and clock)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 import pytest
 
-from promsched.kube.reflecting import WATCH_SECONDS, Reflector
+from promsched.kube.reflecting import MAX_RETRY_SECONDS, SHORT_WATCH_SECONDS, WATCH_SECONDS, Reflector
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
+from support.clocks import Clock
 from support.watchers import Event, ScriptedWatcher, follow_until
 
 
@@ -60,6 +63,7 @@ async def reflect(
     version: str | None,
     watches: int,
     logger: logging.Logger | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Follow from `version` until `watches` watches have been opened."""
     reflector = Reflector(
@@ -73,6 +77,7 @@ async def reflect(
         retry_seconds=2.5,
         sleep=run.sleep,
         logger=logger,
+        clock=clock,
     )
     await follow_until(reflector.follow(version), watcher, watches)
 
@@ -155,3 +160,46 @@ async def test_messages_go_to_the_owners_logger_and_name_what_is_watched(
     expired, broke = (record.getMessage() for record in caplog.records)
     assert expired.startswith("The watch of widgets expired (")
     assert broke == "The watch of widgets broke (resuming): reset"
+
+
+NOTHING: tuple[list[Event], None] = ([], None)  # a watch the API server ends with no event in it
+
+
+@pytest.mark.parametrize(
+    "ending", [None, aiohttp.ClientConnectionError("refused")], ids=["closed-at-once", "refused"]
+)
+async def test_watches_that_bring_nothing_in_a_row_are_retried_after_pauses_doubling_up_to_a_cap(
+    ending: Exception | None,
+) -> None:
+    watcher = ScriptedWatcher(*[([], ending)] * 7)
+    run = Run()
+    await reflect(watcher, run, "10", 8, clock=Clock(100.0))  # each watch over at once
+    assert run.sleeps == [2.5, 5.0, 10.0, 20.0, MAX_RETRY_SECONDS, MAX_RETRY_SECONDS, MAX_RETRY_SECONDS]
+    assert watcher.versions() == ["10"] * 8
+    assert run.expired == 0
+
+
+async def test_a_watch_that_worked_starts_the_pauses_over(caplog: pytest.LogCaptureFixture) -> None:
+    watcher = ScriptedWatcher(
+        NOTHING,
+        NOTHING,
+        ([bookmark(20)], None),  # a bookmark is something: resumed at once
+        NOTHING,
+        ([("ADDED", widget(21))], aiohttp.ClientConnectionError("reset")),
+        NOTHING,
+    )
+    run = Run()
+    with caplog.at_level(logging.WARNING):
+        await reflect(watcher, run, "10", 7, clock=Clock(100.0))
+    assert run.sleeps == [2.5, 5.0, 2.5, 2.5, 2.5]
+    assert watcher.versions() == ["10", "10", "10", "20", "20", "21", "21"]
+    assert "The watch of widgets closed at once with nothing in it (resuming in 2.5s)" in caplog.messages
+
+
+async def test_a_watch_that_lasted_a_second_with_nothing_in_it_is_resumed_at_once() -> None:
+    ticks = itertools.count(100.0, SHORT_WATCH_SECONDS)  # each reading of the clock a second on
+    watcher = ScriptedWatcher(NOTHING, NOTHING)
+    run = Run()
+    await reflect(watcher, run, "10", 3, clock=lambda: next(ticks))
+    assert run.sleeps == []
+    assert watcher.versions() == ["10", "10", "10"]
