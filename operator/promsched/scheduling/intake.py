@@ -6,7 +6,8 @@ keep the cache true: when a watch's resourceVersion has expired (410 Gone, after
 or a long partition), Kopf lists again and replays the objects that still exist, as events of type
 None, and nothing tells of those deleted in between. So the intake lists each kind itself, as an
 informer does, and a list replaces: an object held at a version no newer than the list's that the list
-lacks is removed exactly as its DELETED event would remove it, with the same queue effects.
+lacks is removed exactly as its DELETED event would remove it, with the same queue effects; so is a pod
+counted on a node that the guard no longer holds (`_counted_unheld`): what is counted is what is listed.
 
 A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (once Kopf's listing has
 stopped coming for `relist_quiet` seconds; one list of a kind at a time, requests meanwhile fold into
