@@ -87,6 +87,25 @@ demo-down: $(VENV)/.sandbox-installed
 clean: demo-down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 
+# Release artifacts, all in dist/ with a SHA256SUMS: the wheel and sdist (twine check), the chart's package
+# (helm lint --strict), the image as an OCI archive with its digest (from make image's last line), and the
+# krew plugin's archive and manifest (dist/krew/promsched.yaml). RELEASE_URL is where the krew archive will
+# be downloaded from (default: the chart's home /releases/download/v<version>).
+RELEASE_URL ?=
+.PHONY: dist
+
+$(VENV)/.dist-installed: pyproject.toml $(VENV)/.sandbox-installed
+	@echo "pip: installing the release tools (.[sandbox,dist]: build, twine)"
+	$(BIN)/pip install --quiet -e '.[sandbox,dist]'
+	touch $@
+
+dist: $(VENV)/.dist-installed
+	rm -rf dist
+	python -m build --outdir dist .
+	twine check --strict dist/*
+	image=$$($(MAKE) --no-print-directory image | tail -n 1) && \
+		python -m promsched.sandbox.releasing --out dist --image "$$image" $(if $(RELEASE_URL),--release-url $(RELEASE_URL))
+
 # Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
 # BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox. Each row runs BENCH_REPEATS times, interleaved,
 # and is reported as the median and range; bursts of 5000 (under py-spy) and 10,000 pods measure peak RSS.
