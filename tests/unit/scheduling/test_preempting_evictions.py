@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.disruption_budgets import DisruptionBudget
 from promsched.scheduling.evicting import Evictor
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.preemption_candidates import Candidate
@@ -208,3 +209,95 @@ async def test_a_nomination_no_longer_worth_holding_is_cleared(setup: Setup) -> 
     await setup.settle()
     assert setup.cache.nominations == {}
     assert setup.sent() == [("PATCH", status_path("waiting"), {"status": {"nominatedNodeName": None}})]
+
+
+def budget(allowed: int) -> DisruptionBudget:
+    return DisruptionBudget.from_object(
+        {
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": allowed},
+        }
+    )
+
+
+def queued(setup: Setup, preemptor: PodInfo) -> PodInfo:
+    setup.queue.add_or_update(preemptor)
+    setup.queue.pop_nowait()
+    setup.queue.unschedulable(preemptor.uid)
+    return preemptor
+
+
+def nominated_to_n1(name: str, priority: int) -> PodInfo:
+    return PodInfo.from_object(
+        {**pod_object(name, priority=priority), "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
+    )
+
+
+async def test_a_victim_its_budget_refused_is_not_asked_again_until_the_budget_changes() -> None:
+    """A preemptor retried after every backoff would otherwise send an eviction, a mark and its
+    rollback, and a nomination each time, for as long as the budget allows no disruption."""
+    guarded = victim("db", labels={"app": "db"})
+    setup = Setup(cache_with([node("n1")], [victim("v1"), guarded]))
+    setup.cache.upsert_budget(budget(0))
+    setup.sender.fail["/db/eviction"] = 429
+    urgent = queued(setup, pod("urgent", priority=1000))
+    setup.evictor.preempt(urgent, plan(victim("v1"), guarded), "promsched")
+    await setup.settle()
+    assert "/api/v1/namespaces/ns/pods/db/eviction" in setup.sender.paths("POST")
+    assert [name for name, *_ in setup.preempted] == ["v1"]
+    # Retried after its backoff: nominated now, v1 terminating, the same budget as it was.
+    sent = len(setup.sender.sent)
+    retried = queued(setup, nominated_to_n1("urgent", 1000))
+    setup.evictor.preempt(retried, plan(victim("v1", deleting=True), guarded), "promsched")
+    await setup.settle()
+    assert setup.sender.sent[sent:] == []
+    assert setup.queue.entries[retried.uid].where is Where.BACKOFF
+    # The disruption controller allows one disruption: the next try evicts it.
+    setup.cache.upsert_budget(budget(1))
+    del setup.sender.fail["/db/eviction"]
+    setup.evictor.preempt(retried, plan(guarded), "promsched")
+    await setup.settle()
+    assert setup.sender.paths("POST")[-1] == "/api/v1/namespaces/ns/pods/db/eviction"
+    assert [name for name, *_ in setup.preempted] == ["v1", "db"]
+    assert setup.evictor.refused == {}
+
+
+async def test_a_victim_held_back_holds_back_the_others_of_its_preemption() -> None:
+    """Evicting them would disrupt them for a preemption that cannot complete."""
+    guarded = victim("db", labels={"app": "db"})
+    setup = Setup(cache_with([node("n1")], [victim("v1"), guarded]))
+    setup.cache.upsert_budget(budget(0))
+    setup.sender.fail["/db/eviction"] = 429
+    urgent = queued(setup, nominated_to_n1("urgent", 1000))
+    setup.evictor.preempt(urgent, plan(guarded), "promsched")
+    await setup.settle()
+    setup.evictor.preempt(urgent, plan(victim("v1"), guarded), "promsched")
+    await setup.settle()
+    assert not any("/pods/v1/" in path for path in setup.sender.paths())
+
+
+async def test_a_refusal_no_budget_explains_is_asked_again(setup: Setup) -> None:
+    """A 429 from the API server's flow control, or a budget the cache does not hold yet."""
+    setup.sender.fail["/v2/eviction"] = 429
+    urgent = queued(setup, nominated_to_n1("urgent", 1000))
+    for _ in range(2):
+        setup.evictor.preempt(urgent, plan(victim("v2")), "promsched")
+        await setup.settle()
+    assert setup.sender.paths("POST") == ["/api/v1/namespaces/ns/pods/v2/eviction"] * 2
+    assert setup.evictor.refused == {}
+
+
+@pytest.mark.parametrize(("status", "taken_back"), [(429, True), (403, True), (500, False)])
+async def test_a_refused_victims_mark_is_taken_back(setup: Setup, status: int, taken_back: bool) -> None:
+    """No disruption follows a refusal, so the victim does not keep DisruptionTarget=True (a Job's
+    podFailurePolicy would take its later failure for one). After a 5xx the eviction may be under way,
+    and the mark stays, as kube keeps it after a failed delete."""
+    setup.sender.fail["/v2/eviction"] = status
+    setup.evictor.preempt(pod("urgent", priority=1000), plan(victim("v1"), victim("v2")), "promsched")
+    await setup.settle()
+    marks = [without_time(body) for body in setup.sender.bodies(status_path("v2"))]
+    unmark = {"status": {"conditions": [{"type": "DisruptionTarget", "$patch": "delete"}]}}
+    assert marks == [{"status": {"conditions": [CONDITION]}}, *([unmark] if taken_back else [])]
+    # The accepted eviction's victim keeps its mark.
+    assert len(setup.sender.bodies(status_path("v1"))) == 1
