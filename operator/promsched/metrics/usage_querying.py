@@ -3,7 +3,9 @@
 The kubelet's cAdvisor names them `container_cpu_usage_seconds_total` (a counter of CPU seconds, rated
 over the estimation window) and `container_memory_working_set_bytes` (a gauge), labelled namespace,
 pod, container and node. The pod's sandbox ("POD") and the pod-level cgroup (container="") are left
-out, as kube-prometheus's recording rules leave them out, so each container counts once.
+out, as kube-prometheus's recording rules leave them out, so each container counts once. A rebalance
+cycle asks the same of the pods it may move alone (`PodUsage.empty(window, pods)`): one query per
+resource for all of them.
 
 A failed query keeps the resource's previous values (they age out through staleAfter), as a plugin's do.
 """
@@ -14,7 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
@@ -35,18 +37,30 @@ MEMORY_USAGE_QUERY_NAME: Final = "estimation.memory"
 PodKey = tuple[str, str]  # (namespace, pod name)
 QueryFinished = Callable[[str, float, PrometheusError | None], None]
 """Called after each usage query with its name, duration and error (the refresh observer's hook)."""
-_CONTAINERS: Final = '{container!="", container!="POD"}'
 
 
-def cpu_usage_query(window_seconds: float) -> str:
-    """Cores each pod used, on average over the window."""
+def _containers(pods: Collection[PodKey]) -> str:
+    """The containers' series; of `pods` alone when some are named (every pod's when none are)."""
+    matchers = ['container!=""', 'container!="POD"']
+    if pods:
+        namespaces = sorted({namespace for namespace, _name in pods})
+        names = sorted({name for _namespace, name in pods})
+        matchers += [
+            promql.matches("namespace", promql.any_of(namespaces)),
+            promql.matches("pod", promql.any_of(names)),
+        ]
+    return "{" + ", ".join(matchers) + "}"
+
+
+def cpu_usage_query(window_seconds: float, pods: Collection[PodKey] = ()) -> str:
+    """Cores each pod (of `pods`, when given) used, on average over the window."""
     window = promql.duration(window_seconds)
-    return f"sum by (namespace, pod) (rate({CPU_USAGE_METRIC}{_CONTAINERS}[{window}]))"
+    return f"sum by (namespace, pod) (rate({CPU_USAGE_METRIC}{_containers(pods)}[{window}]))"
 
 
-def memory_usage_query() -> str:
-    """Bytes each pod's containers hold in their working sets now."""
-    return f"sum by (namespace, pod) ({MEMORY_USAGE_METRIC}{_CONTAINERS})"
+def memory_usage_query(pods: Collection[PodKey] = ()) -> str:
+    """Bytes each pod's (of `pods`, when given) containers hold in their working sets now."""
+    return f"sum by (namespace, pod) ({MEMORY_USAGE_METRIC}{_containers(pods)})"
 
 
 _NO_VALUES: Mapping[PodKey, float] = MappingProxyType({})
@@ -76,8 +90,11 @@ class PodUsage:
     memory: ResourceUsage
 
     @classmethod
-    def empty(cls, window_seconds: float) -> PodUsage:
-        return cls(ResourceUsage(cpu_usage_query(window_seconds)), ResourceUsage(memory_usage_query()))
+    def empty(cls, window_seconds: float, pods: Collection[PodKey] = ()) -> PodUsage:
+        """Nothing known yet, of every pod or of `pods` alone."""
+        return cls(
+            ResourceUsage(cpu_usage_query(window_seconds, pods)), ResourceUsage(memory_usage_query(pods))
+        )
 
 
 NO_POD_USAGE: Final = PodUsage(ResourceUsage(""), ResourceUsage(""))
@@ -113,11 +130,16 @@ async def _refresh_resource(
 
 
 async def refresh_usage(
-    previous: PodUsage, client: PrometheusClient, at: float, finished: QueryFinished
+    previous: PodUsage,
+    client: PrometheusClient,
+    at: float,
+    finished: QueryFinished,
+    names: tuple[str, str] = (CPU_USAGE_QUERY_NAME, MEMORY_USAGE_QUERY_NAME),
 ) -> PodUsage:
-    """Both resources' queries, concurrently."""
+    """Both resources' queries, concurrently; `finished` hears of them by `names` (cpu, memory)."""
+    cpu_name, memory_name = names
     cpu, memory = await asyncio.gather(
-        _refresh_resource(CPU_USAGE_QUERY_NAME, previous.cpu, client, at, finished),
-        _refresh_resource(MEMORY_USAGE_QUERY_NAME, previous.memory, client, at, finished),
+        _refresh_resource(cpu_name, previous.cpu, client, at, finished),
+        _refresh_resource(memory_name, previous.memory, client, at, finished),
     )
     return PodUsage(cpu, memory)

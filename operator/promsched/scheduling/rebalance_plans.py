@@ -2,6 +2,8 @@
 
 Pure: the caller gives the sustained and current values, each pod's share of a node's value, and the
 scheduler's own choice for a pod's replacement (`decide()`), so the plan is tested without a cluster.
+The plan is made one move at a time (`RebalancePlanning.moves`), so a move the Eviction API refuses
+is replaced by the node's next candidate instead of using up the node's limit.
 
 A node is hot when a plugin's value stayed past its hot threshold for the whole `sustainedFor` window.
 Victims leave a hot node lowest priority first, then largest share first, until the node's expected
@@ -12,7 +14,7 @@ and the plan says why. That is what keeps a moved pod from being sent straight b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -112,9 +114,18 @@ class Limits:
     left_this_minute: int  # the cluster-wide rate, less the evictions of the last minute
 
 
-# pod, plugin, node -> the points of the plugin's value on the node that the pod accounts for, or
-# None when there is no telling.
-ShareOf = Callable[[PodInfo, str, str], float | None]
+@dataclass(frozen=True, slots=True)
+class Share:
+    """The points of a plugin's value on a node that a pod accounts for, and where that figure comes
+    from (for the reason: "observed over 5m", "estimate: 1 x request 800m")."""
+
+    points: float
+    basis: str
+
+
+# pod, plugin, node -> the pod's share of the plugin's value on the node, or None when there is no
+# telling.
+ShareOf = Callable[[PodInfo, str, str], Share | None]
 
 
 @dataclass
@@ -125,13 +136,21 @@ class _Cycle:
     moves: list[Move] = field(default_factory=list)
     blocked: list[Blocked] = field(default_factory=list)
     arriving: dict[tuple[str, str], float] = field(default_factory=dict)  # (node, plugin) -> points
+    # Evictions counted against the limits: the moves, and those whose outcome is unknown.
+    spent: int = 0
 
     def limit_reached(self) -> BlockReason | None:
-        if len(self.moves) >= self.limits.left_this_minute:
+        if self.spent >= self.limits.left_this_minute:
             return BlockReason.RATE_LIMIT
-        if len(self.moves) >= self.limits.per_cycle:
+        if self.spent >= self.limits.per_cycle:
             return BlockReason.CYCLE_LIMIT
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    move: Move
+    may_have_left: bool
 
 
 def hot_nodes(
@@ -151,6 +170,126 @@ def hot_nodes(
     return found
 
 
+class RebalancePlanning:
+    """A cycle's plan, made one move at a time so that each can be carried out before the next is
+    chosen. `sustained[plugin][node]` is the value the node held past for `window` (for a plugin where
+    higher is worse, its lowest over the window); `current` the snapshot's values; `candidates(node)`
+    the pods that may move off a node, in any order; pods in `deferred` (uids) are tried after the others.
+
+    A move `refuse`d by whoever carries it out is blocked instead, and the node's next candidate is
+    tried: a pod that did not leave spends none of the limits. One whose outcome is unknown (it may
+    have left) spends them, so no limit is ever exceeded, but relieves nothing."""
+
+    def __init__(
+        self,
+        thresholds: Sequence[Threshold],
+        sustained: Mapping[str, Mapping[str, float]],
+        current: Mapping[str, Mapping[str, float]],
+        candidates: Callable[[str], Sequence[PodInfo]],
+        share_of: ShareOf,
+        destination_of: Callable[[PodInfo], Destination],
+        limits: Limits,
+        window: str,
+        *,
+        deferred: Collection[str] = frozenset(),
+    ) -> None:
+        self.by_plugin = {threshold.plugin: threshold for threshold in thresholds}
+        self.hot = hot_nodes(thresholds, sustained, current)
+        self.current = current
+        self.candidates = candidates
+        self.share_of = share_of
+        self.destination_of = destination_of
+        self.window = window
+        self.deferred = deferred
+        self._cycle = _Cycle(limits)
+        self._refusal: _Refusal | None = None
+
+    def moves(self) -> Iterator[Move]:
+        """Each move, as it is decided; the plan is complete once this is exhausted."""
+        relieved: set[str] = set()
+        for entry in self.hot:
+            if entry.node not in relieved:
+                relieved.add(entry.node)
+                yield from self._relieve(entry.node, [item for item in self.hot if item.node == entry.node])
+
+    def refuse(self, move: Move, kind: BlockReason, reason: str, *, may_have_left: bool = False) -> None:
+        """The move just yielded did not happen, for `reason`."""
+        self._cycle.blocked.append(Blocked(move.source, move.pod.key, kind, reason))
+        self._refusal = _Refusal(move, may_have_left)
+
+    def plan(self) -> RebalancePlan:
+        cycle = self._cycle
+        return RebalancePlan(tuple(self.hot), tuple(cycle.moves), tuple(cycle.blocked))
+
+    def _relieve(self, node: str, node_hot: list[HotNode]) -> Iterator[Move]:
+        by_plugin, cycle = self.by_plugin, self._cycle
+        # The value still to shed per hot plugin, from the latest snapshot (the sustained value is older).
+        expected = {hot.plugin: _expected(node, hot.plugin, self.current, hot) for hot in node_hot}
+        lead = node_hot[0]
+        lead_threshold = by_plugin[lead.plugin]
+        why_hot = (
+            f"{node} {lead.plugin} {lead_threshold.show(lead.sustained)} for {self.window} "
+            f"{'<' if lead_threshold.higher_is_better else '>'} {lead_threshold.show(lead_threshold.hot)}"
+        )
+        pods = list(self.candidates(node))
+        if not pods:
+            cycle.blocked.append(
+                Blocked(node, "", BlockReason.NO_MOVABLE_POD, f"{why_hot}; no pod on it may move")
+            )
+            return
+
+        def order(pod: PodInfo) -> tuple[bool, int, float, str]:
+            share = self.share_of(pod, lead.plugin, node)
+            return (pod.uid in self.deferred, pod.priority, -(share.points if share else 0.0), pod.key)
+
+        spent_here = 0
+        for pod in sorted(pods, key=order):
+            if all(by_plugin[plugin].within_target(value) for plugin, value in expected.items()):
+                return
+            limit = cycle.limit_reached()
+            if limit is None and spent_here >= cycle.limits.per_node:
+                limit = BlockReason.NODE_LIMIT
+            if limit is not None:
+                cycle.blocked.append(Blocked(node, pod.key, limit, f"{why_hot}; {_LIMIT_TEXT[limit]}"))
+                return
+            shares = {plugin: self.share_of(pod, plugin, node) for plugin in by_plugin}
+            unknown = sorted(plugin for plugin in expected if shares[plugin] is None)
+            if unknown:
+                cycle.blocked.append(
+                    Blocked(
+                        node,
+                        pod.key,
+                        BlockReason.UNKNOWN_SHARE,
+                        f"{why_hot}; the pod's share of {', '.join(unknown)} is unknown",
+                    )
+                )
+                continue
+            known = {plugin: share for plugin, share in shares.items() if share is not None}
+            move = _check_destination(
+                pod, node, lead.plugin, known, by_plugin, self.current, self.destination_of, cycle, why_hot
+            )
+            if move is None:
+                continue
+            self._refusal = None
+            yield move
+            refusal, self._refusal = self._refusal, None
+            if refusal is not None:
+                if refusal.may_have_left:
+                    cycle.spent += 1
+                    spent_here += 1
+                continue
+            cycle.moves.append(move)
+            cycle.spent += 1
+            spent_here += 1
+            for plugin, share in move.shares.items():
+                if share:
+                    cycle.arriving[move.destination, plugin] = (
+                        cycle.arriving.get((move.destination, plugin), 0.0) + share
+                    )
+                    if plugin in expected:
+                        expected[plugin] = by_plugin[plugin].relieved(expected[plugin], share)
+
+
 def plan_rebalance(
     thresholds: Sequence[Threshold],
     sustained: Mapping[str, Mapping[str, float]],
@@ -161,22 +300,13 @@ def plan_rebalance(
     limits: Limits,
     window: str,
 ) -> RebalancePlan:
-    """The cycle's plan. `sustained[plugin][node]` is the value the node held past for `window` (for
-    a plugin where higher is worse, its lowest over the window); `current` the snapshot's values;
-    `candidates(node)` the pods that may move off a node, in any order."""
-    by_plugin = {threshold.plugin: threshold for threshold in thresholds}
-    hot = hot_nodes(thresholds, sustained, current)
-    cycle = _Cycle(limits)
-    relieved: set[str] = set()
-    for entry in hot:
-        if entry.node in relieved:
-            continue
-        relieved.add(entry.node)
-        node_hot = [item for item in hot if item.node == entry.node]
-        _relieve(
-            entry.node, node_hot, by_plugin, current, candidates, share_of, destination_of, cycle, window
-        )
-    return RebalancePlan(tuple(hot), tuple(cycle.moves), tuple(cycle.blocked))
+    """The whole plan at once, every move taken as made (what DryRun reports)."""
+    planning = RebalancePlanning(
+        thresholds, sustained, current, candidates, share_of, destination_of, limits, window
+    )
+    for _move in planning.moves():
+        pass
+    return planning.plan()
 
 
 def _expected(
@@ -186,73 +316,6 @@ def _expected(
     if value is None and hot is not None:
         value = hot.sustained
     return 0.0 if value is None else value
-
-
-def _relieve(
-    node: str,
-    node_hot: list[HotNode],
-    by_plugin: Mapping[str, Threshold],
-    current: Mapping[str, Mapping[str, float]],
-    candidates: Callable[[str], Sequence[PodInfo]],
-    share_of: ShareOf,
-    destination_of: Callable[[PodInfo], Destination],
-    cycle: _Cycle,
-    window: str,
-) -> None:
-    # The value still to shed per hot plugin, from the latest snapshot (the sustained value is older).
-    expected = {hot.plugin: _expected(node, hot.plugin, current, hot) for hot in node_hot}
-    lead = node_hot[0]
-    lead_threshold = by_plugin[lead.plugin]
-    why_hot = (
-        f"{node} {lead.plugin} {lead_threshold.show(lead.sustained)} for {window} "
-        f"{'<' if lead_threshold.higher_is_better else '>'} {lead_threshold.show(lead_threshold.hot)}"
-    )
-    pods = list(candidates(node))
-    if not pods:
-        cycle.blocked.append(
-            Blocked(node, "", BlockReason.NO_MOVABLE_POD, f"{why_hot}; no pod on it may move")
-        )
-        return
-
-    def order(pod: PodInfo) -> tuple[int, float, str]:
-        return (pod.priority, -(share_of(pod, lead.plugin, node) or 0.0), pod.key)
-
-    moved_here = 0
-    for pod in sorted(pods, key=order):
-        if all(by_plugin[plugin].within_target(value) for plugin, value in expected.items()):
-            return
-        limit = cycle.limit_reached()
-        if limit is None and moved_here >= cycle.limits.per_node:
-            limit = BlockReason.NODE_LIMIT
-        if limit is not None:
-            cycle.blocked.append(Blocked(node, pod.key, limit, f"{why_hot}; {_LIMIT_TEXT[limit]}"))
-            return
-        shares = {plugin: share_of(pod, plugin, node) for plugin in by_plugin}
-        unknown = sorted(plugin for plugin in expected if shares[plugin] is None)
-        if unknown:
-            cycle.blocked.append(
-                Blocked(
-                    node,
-                    pod.key,
-                    BlockReason.UNKNOWN_SHARE,
-                    f"{why_hot}; the pod's share of {', '.join(unknown)} is unknown",
-                )
-            )
-            continue
-        move = _check_destination(
-            pod, node, lead.plugin, shares, by_plugin, current, destination_of, cycle, why_hot
-        )
-        if move is None:
-            continue
-        cycle.moves.append(move)
-        moved_here += 1
-        for plugin, share in shares.items():
-            if share:
-                cycle.arriving[move.destination, plugin] = (
-                    cycle.arriving.get((move.destination, plugin), 0.0) + share
-                )
-                if plugin in expected:
-                    expected[plugin] = by_plugin[plugin].relieved(expected[plugin], share)
 
 
 _LIMIT_TEXT = {
@@ -266,7 +329,7 @@ def _check_destination(
     pod: PodInfo,
     source: str,
     plugin_hot: str,
-    shares: Mapping[str, float | None],
+    shares: Mapping[str, Share],
     by_plugin: Mapping[str, Threshold],
     current: Mapping[str, Mapping[str, float]],
     destination_of: Callable[[PodInfo], Destination],
@@ -303,7 +366,8 @@ def _check_destination(
         if value is None:
             continue
         value = threshold.burdened(value, cycle.arriving.get((target, plugin), 0.0))
-        value = threshold.burdened(value, shares.get(plugin) or 0.0)
+        share = shares.get(plugin)
+        value = threshold.burdened(value, share.points if share else 0.0)
         if not threshold.within_target(value):
             cycle.blocked.append(
                 Blocked(
@@ -317,5 +381,14 @@ def _check_destination(
             return None
         landing.append(f"{plugin} {threshold.show(value)}")
     at = f" at {', '.join(landing)}" if landing else ""
-    known = {plugin: share for plugin, share in shares.items() if share is not None}
-    return Move(pod, source, target, plugin_hot, f"{why_hot}; expected destination {target}{at}", known)
+    its_share = ", ".join(
+        f"{plugin} {by_plugin[plugin].show(share.points)} ({share.basis})" for plugin, share in shares.items()
+    )
+    return Move(
+        pod,
+        source,
+        target,
+        plugin_hot,
+        f"{why_hot}; its share: {its_share}; expected destination {target}{at}",
+        {plugin: share.points for plugin, share in shares.items()},
+    )

@@ -2,21 +2,29 @@
 
 Never moved, whatever the policy says: pods without a controller (nothing would recreate them), mirror
 pods (the kubelet owns them), DaemonSet pods (the replacement comes back to the same node), pods being
-deleted, and pods not running. Pods with local storage (emptyDir, hostPath) only when the policy allows
-it. A pod's share of cpu and memory is its estimated usage over the node's allocatable; other plugins
-have no per-pod figure, so a node hot by one of them is reported, not relieved. The estimate is the
-policy's own (spec.estimation: its siblings' observed usage, or a rule over its requests), the one
-scheduling counts a placed pod at.
+deleted, pods not running, and pods outside the operator's --namespaces (its RBAC is theirs: an eviction
+elsewhere is refused). Pods with local storage (emptyDir, hostPath) only when the policy allows it.
+
+A pod's share of cpu and memory is its usage over the node's allocatable: what it was observed to use
+(its containers' cAdvisor series over the window, as Koordinator's LowNodeLoad ranks pods), else, where
+those series show nothing, the policy's estimate (spec.estimation), the one scheduling counts a placed
+pod at. Other plugins have no per-pod figure, so a node hot by one of them is reported, not relieved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+from promsched.api.builtins import BuiltinPlugin
 from promsched.api.policies import SchedulingPolicySpec
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.querying import PrometheusClient
+from promsched.metrics.usage_querying import PodUsage, refresh_usage
+from promsched.scheduling import telemetry
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
 from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.rebalance_plans import Share, Threshold
 from promsched.scheduling.selectors import LabelSelector
 
 
@@ -26,10 +34,14 @@ def movable(
     selector: LabelSelector | None,
     now: float,
     moved_controllers: Mapping[str, float],
+    namespaces: frozenset[str] | None = None,
 ) -> str | None:
-    """Why `pod` may not move, or None when it may."""
+    """Why `pod` may not move, or None when it may. `namespaces`: those the operator may write in
+    (None: all)."""
     if pod.deletion_timestamp or pod.phase != "Running":
         return "not running"
+    if namespaces is not None and pod.namespace not in namespaces:
+        return "its namespace is not among the operator's --namespaces"
     if selector is None:
         if pod.scheduler_name != spec.scheduler_name:
             return f"schedulerName is not {spec.scheduler_name}"
@@ -50,15 +62,69 @@ def movable(
     return None
 
 
-def share_of(cache: ClusterCache, pod: PodInfo, plugin: str, node: str, estimates: Estimates) -> float | None:
-    """The points of `plugin`'s value (percent of the node) that `pod` accounts for on `node`, by the
-    policy's estimate of its usage; None where there is no per-pod figure."""
-    entry = ESTIMATED_PLUGINS.get(plugin)
-    info = cache.nodes.get(node)
-    if entry is None or info is None:
-        return None
-    allocatable_of, estimated = entry
-    allocatable = allocatable_of(info.allocatable)
-    if not allocatable:
-        return None
-    return 100.0 * estimated(estimates.of(pod)) / allocatable
+# The pods' usage queries, as promsched_prometheus_query_duration_seconds{plugin} names them.
+USAGE_QUERY_NAMES = ("rebalance.cpu", "rebalance.memory")
+
+
+async def observed_usage(
+    client: PrometheusClient,
+    policy: str,
+    thresholds: Collection[Threshold],
+    hot: Iterable[str],
+    candidates: Callable[[str], Sequence[PodInfo]],
+    window_seconds: float,
+    at: float,
+) -> PodUsage:
+    """What the movable pods of the `hot` nodes used over the window: one query per resource for all of
+    them, none when no threshold has a per-pod figure or no hot node a movable pod. A failed query
+    leaves no values: the estimates stand in."""
+    pods = (
+        {(pod.namespace, pod.name) for node in hot for pod in candidates(node)}
+        if any(threshold.plugin in ESTIMATED_PLUGINS for threshold in thresholds)
+        else set()
+    )
+    if not pods:
+        return PodUsage.empty(window_seconds)
+
+    def finished(name: str, seconds: float, error: PrometheusError | None) -> None:
+        telemetry.query_duration.labels(policy, name).observe(seconds)
+        if error is not None:
+            telemetry.query_errors.labels(policy, name).inc()
+
+    return await refresh_usage(PodUsage.empty(window_seconds, pods), client, at, finished, USAGE_QUERY_NAMES)
+
+
+class PodShares:
+    """One cycle's shares: `usage` the candidates' observed usage over `window` (a Go duration, for the
+    reason), `estimates` the policy's estimates for the pods without series."""
+
+    def __init__(self, cache: ClusterCache, usage: PodUsage, window: str, estimates: Estimates) -> None:
+        self.cache = cache
+        self.usage = usage
+        self.window = window
+        self.estimates = estimates
+
+    def of(self, pod: PodInfo, plugin: str, node: str) -> Share | None:
+        """The points of `plugin`'s value (percent of the node) that `pod` accounts for on `node`; None
+        where there is no per-pod figure."""
+        entry = ESTIMATED_PLUGINS.get(plugin)
+        info = self.cache.nodes.get(node)
+        if entry is None or info is None:
+            return None
+        allocatable = entry[0](info.allocatable)
+        if not allocatable:
+            return None
+        cpu = plugin == BuiltinPlugin.CPU.value  # else memory: the only other plugin with a per-pod figure
+        key = (pod.namespace, pod.name)
+        if cpu:
+            cores = self.usage.cpu.values.get(key)
+            observed = None if cores is None else 1000.0 * cores
+        else:
+            observed = self.usage.memory.values.get(key)
+        if observed is not None:
+            return Share(100.0 * observed / allocatable, f"observed over {self.window}")
+        estimate = self.estimates.of(pod)
+        resource = estimate.cpu if cpu else estimate.memory
+        return Share(
+            100.0 * resource.amount / allocatable, f"estimate: {resource.basis(estimate.owner, cpu=cpu)}"
+        )

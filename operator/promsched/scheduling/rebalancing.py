@@ -1,12 +1,17 @@
 """Rebalance cycles: each policy whose spec.rebalance is not Off, every `interval`, on the leader only.
 
 A cycle reads, per threshold plugin, the value each node held for the whole `sustainedFor` (one
-subquery), plans with `rebalance_plans.plan_rebalance` (the pods' replacements placed by the
-scheduler's own `decide()`), and in Enforce evicts through the Eviction API, so PodDisruptionBudgets
-are honoured: a 429 is a blocked move, not an error. Evictions are refused while the policy's metrics
-are not fresh, for a Shadow policy, and when the operator's kill switch is on; the cycle then runs as
-DryRun and the status says why. A controller that lost a pod to a move loses no other for
-`REPEAT_GUARD_SECONDS`, so no workload is moved twice in a row.
+subquery), and what the hot nodes' movable pods used over that window (one query per resource for all
+of them, `rebalance_shares`). It plans move by move with `rebalance_plans.RebalancePlanning` (the
+pods' replacements placed by the scheduler's own `decide()`), and in Enforce evicts each move before
+the next is chosen, through the Eviction API, so PodDisruptionBudgets are honoured: a refusal (429) or
+a failed request is a blocked move, not an error, and the node's next candidate is tried instead. A pod
+whose eviction was refused is tried after the others for `REFUSED_COOLDOWN_SECONDS`. Evictions are
+refused while the policy's metrics are not fresh, for a Shadow policy, and when the operator's kill
+switch is on; the cycle then runs as DryRun and the status says why. A controller that lost a pod to a
+move loses no other for `REPEAT_GUARD_SECONDS`, so no workload is moved twice in a row.
+
+A cycle that fails (Prometheus unreachable, or a bug) is logged and counted, and the next one runs.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import aiohttp
+
 from promsched.api.fields import Mode
 from promsched.api.policies import SchedulingPolicySpec
 from promsched.api.rebalances import (
@@ -31,7 +38,7 @@ from promsched.api.rebalances import (
     RebalanceStatus,
 )
 from promsched.kube import requests
-from promsched.kube.sending import ApiError, SupportsSend
+from promsched.kube.sending import ApiError, RenewalError, SupportsSend
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import resolve_hostnames
 from promsched.metrics.snapshots import Snapshot
@@ -43,22 +50,24 @@ from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.herding import herd_adjustments, herd_memory_seconds, herd_windows
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.rebalance_plans import (
-    Blocked,
     BlockReason,
     Destination,
     Limits,
     Move,
     RebalancePlan,
+    RebalancePlanning,
     Threshold,
-    plan_rebalance,
+    hot_nodes,
 )
-from promsched.scheduling.rebalance_shares import movable, share_of
+from promsched.scheduling.rebalance_shares import PodShares, movable, observed_usage
 from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
 from promsched.scheduling.selectors import LabelSelector, parse_label_selector
 
 logger = logging.getLogger(__name__)
 
 REPEAT_GUARD_SECONDS = 600.0
+# A PodDisruptionBudget allows a disruption again once a pod it covers is replaced and ready: minutes.
+REFUSED_COOLDOWN_SECONDS = 300.0
 RATE_WINDOW_SECONDS = 60.0
 # The loop wakes at least this often to see which policy is due.
 TICK_SECONDS = 5.0
@@ -84,12 +93,14 @@ class _PolicyCycles:
 
     last_cycle: float = 0.0
     moved_controllers: dict[str, float] = field(default_factory=dict)  # controller -> when
+    refused: dict[str, float] = field(default_factory=dict)  # uid of a pod not evicted -> when
     evictions: int = 0
     departures: list[_Departure] = field(default_factory=list)
 
 
 class Rebalancer:
-    """Runs every policy's rebalance cycles; `evictions_allowed` is the operator's kill switch."""
+    """Runs every policy's rebalance cycles; `evictions_allowed` is the operator's kill switch,
+    `namespaces` those it may evict in (None: all)."""
 
     def __init__(
         self,
@@ -100,6 +111,7 @@ class Rebalancer:
         announce: Announce,
         *,
         evictions_allowed: bool = True,
+        namespaces: frozenset[str] | None = None,
         filters: tuple[Filter, ...] = DEFAULT_FILTERS,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -109,6 +121,7 @@ class Rebalancer:
         self.leading = leading
         self.announce = announce
         self.evictions_allowed = evictions_allowed
+        self.namespaces = namespaces
         self.filters = filters
         self.clock = clock
         self.cycles: dict[str, _PolicyCycles] = {}
@@ -124,6 +137,11 @@ class Rebalancer:
                         await self.cycle(runtime)
                     except (PrometheusError, ApiError) as error:
                         logger.warning("Rebalance of policy %s: %s", runtime.name, error)
+                        telemetry.rebalance_cycle_errors.labels(runtime.name).inc()
+                    except Exception:
+                        # A bug in one cycle must not end rebalancing: the next cycle runs as usual.
+                        logger.exception("Rebalance of policy %s failed unexpectedly", runtime.name)
+                        telemetry.rebalance_cycle_errors.labels(runtime.name).inc()
                     telemetry.rebalance_cycle_duration.labels(runtime.name).observe(
                         time.monotonic() - started
                     )
@@ -188,7 +206,7 @@ class Rebalancer:
             return [
                 pod
                 for pod in self.cache.node_pods.get(node, {}).values()
-                if movable(pod, spec, selector, now, history.moved_controllers) is None
+                if movable(pod, spec, selector, now, history.moved_controllers, self.namespaces) is None
             ]
 
         def destination_of(pod: PodInfo) -> Destination:
@@ -203,14 +221,19 @@ class Rebalancer:
             )
             return Destination(outcome.node, outcome.message)
 
-        limits = spec.rebalance.limits
+        hot = {entry.node for entry in hot_nodes(thresholds, sustained, current)}
+        usage = await observed_usage(
+            refresher.client, runtime.name, thresholds, hot, candidates, spec.rebalance.sustained_seconds, now
+        )
         estimates = runtime.memo_for(snapshot).estimates_for(self.cache)
-        plan = plan_rebalance(
+        shares = PodShares(self.cache, usage, spec.rebalance.sustained_for, estimates)
+        limits = spec.rebalance.limits
+        planning = RebalancePlanning(
             thresholds,
             sustained,
             current,
             candidates,
-            lambda pod, plugin, node: share_of(self.cache, pod, plugin, node, estimates),
+            shares.of,
             destination_of,
             Limits(
                 limits.max_evictions_per_node,
@@ -218,11 +241,14 @@ class Rebalancer:
                 max(0, limits.max_evictions_per_minute - len(self.evicted_at)),
             ),
             spec.rebalance.sustained_for,
+            deferred=frozenset(history.refused),
         )
+        for move in planning.moves():
+            if mode is RebalanceMode.ENFORCE:
+                await self._evict(runtime, spec, planning, move, history, now)
+        plan = planning.plan()
         for blocked in plan.blocked:
             telemetry.rebalance_blocked.labels(blocked.kind.value).inc()
-        if mode is RebalanceMode.ENFORCE:
-            plan = await self._evict(runtime, spec, plan, history, now)
         self._record(runtime, mode, now, plan, why_dry)
         return plan
 
@@ -250,36 +276,50 @@ class Rebalancer:
         for controller, when in list(history.moved_controllers.items()):
             if now - when > REPEAT_GUARD_SECONDS:
                 del history.moved_controllers[controller]
+        for uid, when in list(history.refused.items()):
+            if now - when > REFUSED_COOLDOWN_SECONDS:
+                del history.refused[uid]
 
     async def _evict(
         self,
         runtime: PolicyRuntime,
         spec: SchedulingPolicySpec,
-        plan: RebalancePlan,
+        planning: RebalancePlanning,
+        move: Move,
         history: _PolicyCycles,
         now: float,
-    ) -> RebalancePlan:
-        """Evict the plan's moves; those the API refuses become blocked. Returns what happened."""
-        moved: list[Move] = []
-        blocked = list(plan.blocked)
-        for move in plan.moves:
-            pod = move.pod
-            try:
-                await self.sender.send(requests.evict_pod(pod.namespace, pod.name, pod.uid))
-            except ApiError as error:
-                kind = BlockReason.DISRUPTION_BUDGET if error.status == 429 else BlockReason.EVICTION_FAILED
-                telemetry.rebalance_blocked.labels(kind.value).inc()
-                blocked.append(Blocked(move.source, pod.key, kind, _refusal(error)))
-                continue
-            moved.append(move)
-            history.evictions += 1
-            history.departures.append(_Departure(move.source, now, move.shares))
-            self.evicted_at.append(now)
-            if pod.controller:
-                history.moved_controllers[pod.controller] = now
-            telemetry.rebalance_evictions.labels(runtime.name, move.plugin).inc()
-            self.announce(pod, f"Evicted by promsched: {move.reason}", spec.scheduler_name)
-        return RebalancePlan(plan.hot, tuple(moved), tuple(blocked))
+    ) -> None:
+        """Evict the move's pod; one the API refuses, or that the request fails for, is refused in
+        `planning` and tried after the others for a while."""
+        pod = move.pod
+        try:
+            await self.sender.send(requests.evict_pod(pod.namespace, pod.name, pod.uid))
+        except ApiError as error:
+            kind = BlockReason.DISRUPTION_BUDGET if error.status == 429 else BlockReason.EVICTION_FAILED
+            planning.refuse(move, kind, _refusal(error))
+            history.refused[pod.uid] = now
+            return
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            # Not sent (no connection, no credentials): nothing left. Else the API server may have
+            # evicted the pod before the answer was lost: the limits count it.
+            unsent = isinstance(error, (aiohttp.ClientConnectorError, RenewalError))
+            planning.refuse(
+                move,
+                BlockReason.EVICTION_FAILED,
+                f"eviction failed: {type(error).__name__}: {error}"
+                + ("" if unsent else " (the pod may have been evicted)"),
+                may_have_left=not unsent,
+            )
+            history.refused[pod.uid] = now
+            logger.warning("Rebalance of policy %s: evicting %s failed: %r", runtime.name, pod.key, error)
+            return
+        history.evictions += 1
+        history.departures.append(_Departure(move.source, now, move.shares))
+        self.evicted_at.append(now)
+        if pod.controller:
+            history.moved_controllers[pod.controller] = now
+        telemetry.rebalance_evictions.labels(runtime.name, move.plugin).inc()
+        self.announce(pod, f"Evicted by promsched: {move.reason}", spec.scheduler_name)
 
     def _record(
         self, runtime: PolicyRuntime, mode: RebalanceMode, now: float, plan: RebalancePlan, message: str

@@ -99,6 +99,12 @@ rebalance_cycle_duration = Histogram(
     ["policy"],
     buckets=LATENCY_BUCKETS,
 )
+rebalance_cycle_errors = Counter(
+    "promsched_rebalance_cycle_errors_total",
+    "Rebalance cycles that ended by an error (Prometheus or the API server unreachable, or a bug; the "
+    "log says which), by policy. The next cycle runs as usual.",
+    ["policy"],
+)
 preemption_attempts = Counter(
     "promsched_preemption_attempts_total",
     "Preemption attempts for pods that fit nowhere (kube-scheduler's scheduler_preemption_attempts_total).",

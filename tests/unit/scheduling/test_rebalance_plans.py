@@ -11,6 +11,7 @@ from promsched.scheduling.rebalance_plans import (
     Destination,
     Limits,
     RebalancePlan,
+    Share,
     Threshold,
     hot_nodes,
     plan_rebalance,
@@ -35,11 +36,16 @@ def plan(
         {threshold.plugin: sustained for threshold in thresholds},
         {threshold.plugin: current for threshold in thresholds},
         lambda node: pods.get(node, ()),
-        lambda pod, _plugin, _node: shares.get(pod.name),
+        lambda pod, _plugin, _node: share_of(pod, shares),
         lambda pod: Destination(destinations.get(pod.name), "0/3 nodes are available: 3 Insufficient cpu."),
         limits,
         "5m",
     )
+
+
+def share_of(pod: PodInfo, shares: Mapping[str, float]) -> Share | None:
+    points = shares.get(pod.name)
+    return None if points is None else Share(points, "estimate: 1 x request")
 
 
 def test_a_node_is_hot_only_when_it_stayed_past_the_threshold() -> None:
@@ -68,7 +74,9 @@ def test_victims_lowest_priority_first_then_largest_share_until_under_target() -
     )
     # 90 - 15 (big) = 75 > 70, - 5 (small) = 70: done before the high-priority pod.
     assert [move.pod.name for move in result.moves] == ["big", "small"]
-    assert result.moves[0].reason == "a cpu 90% for 5m > 85%; expected destination b at cpu 35%"
+    assert result.moves[0].reason == (
+        "a cpu 90% for 5m > 85%; its share: cpu 15% (estimate: 1 x request); expected destination b at cpu 35%"
+    )
     assert result.moves[1].reason.endswith("expected destination b at cpu 40%")
 
 
@@ -156,4 +164,7 @@ def test_higher_is_better_plugins_relieve_upwards() -> None:
         thresholds=(free,),
     )
     [move] = result.moves
-    assert move.reason == "a freeSlots 1 for 5m < 2; expected destination b at freeSlots 6"
+    assert move.reason == (
+        "a freeSlots 1 for 5m < 2; its share: freeSlots 4 (estimate: 1 x request); "
+        "expected destination b at freeSlots 6"
+    )

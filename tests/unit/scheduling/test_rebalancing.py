@@ -10,91 +10,44 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from prometheus_client import REGISTRY
 
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.metrics import PrometheusClient, plan_from_policy
 from promsched.metrics.identifying import UNAME_QUERY
-from promsched.metrics.scoring import ScoreMemo
-from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.rebalance_shares import movable
-from promsched.scheduling.rebalancing import Rebalancer
 from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.resources import Resources
-from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.runtimes import PolicyRuntime
 from promsched.scheduling.selectors import parse_label_selector
-from support.fake_apis import FakeSender
-from support.fake_prometheus import FakePrometheus, RecordedRequest
-from support.objects import node_object, pod, pod_info
+from support.fake_prometheus import FakePrometheus
+from support.objects import pod, pod_info
 from support.policies import policy_object, spec_document
 from support.polling import eventually_async
+from support.rebalancing import (
+    LOADS,
+    THRESHOLD,
+    Harness,
+    StillRefresher,
+    answer_cycles,
+    hot_and_cool,
+    policy,
+    workload,
+)
 from support.snapshots import snapshot_of
-
-STARTED = time.time() - 3600
-THRESHOLD = {"plugin": "cpu", "hotThreshold": 85, "targetThreshold": 70}
-
-
-def policy(rebalance_mode: str = "Enforce", **fields: Any) -> SchedulingPolicy:
-    rebalance = {"mode": rebalance_mode, "thresholds": [THRESHOLD], **fields.pop("rebalance", {})}
-    document = spec_document({"name": "cpu"}, rebalance=rebalance, **fields)
-    return SchedulingPolicy.from_object(policy_object("p", document))
-
-
-class StillRefresher:
-    """A refresher whose latest snapshot is fixed, with a client for the fake Prometheus."""
-
-    def __init__(self, snapshot: Snapshot, client: PrometheusClient) -> None:
-        self.latest = snapshot
-        self.client = client
-
-    def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
-        return ScoreMemo()
-
-
-def workload(name: str, cpu_milli: int, *, priority: int = 0, controller: str = "") -> PodInfo:
-    return pod_info(
-        name,
-        node_name="hot",
-        phase="Running",
-        started_at=STARTED,
-        scheduler_name="promsched",
-        priority=priority,
-        controller=controller or f"ReplicaSet/{name}",
-        requests=Resources(milli_cpu=cpu_milli, memory=64 * 2**20),
-    )
 
 
 @pytest.fixture
 def cache() -> ClusterCache:
-    cache = ClusterCache()
-    for name in ("hot", "cool"):
-        cache.upsert_node(NodeInfo.from_object(node_object(name, cpu="4")))
     # 400m and 800m of 4 cores: 10 and 20 points of cpu.
-    cache.observe_pod(workload("small", 400))
-    cache.observe_pod(workload("big", 800))
-    return cache
+    return hot_and_cool(workload("small", 400), workload("big", 800))
 
 
 @pytest.fixture
 def sustained(prometheus: FakePrometheus) -> dict[str, float]:
     values = {"hot": 92.0, "cool": 20.0}
-
-    async def answer(request: RecordedRequest) -> web.StreamResponse:
-        if request.query == UNAME_QUERY:
-            return FakePrometheus.vector(
-                *(({"instance": f"{node}:9100", "nodename": node}, 1) for node in values)
-            )
-        assert request.query.startswith("min_over_time((")
-        return FakePrometheus.vector(
-            *(({"instance": f"{node}:9100"}, value) for node, value in values.items())
-        )
-
-    prometheus.handler = answer
+    answer_cycles(prometheus, values, {})
     return values
 
 
@@ -102,40 +55,6 @@ def sustained(prometheus: FakePrometheus) -> dict[str, float]:
 async def client(prometheus: FakePrometheus) -> AsyncIterator[PrometheusClient]:
     async with PrometheusClient(prometheus.endpoint()) as client:
         yield client
-
-
-class Harness:
-    def __init__(self, cache: ClusterCache, client: PrometheusClient, **options: Any) -> None:
-        self.sender = FakeSender()
-        self.announced: list[tuple[str, str, str]] = []
-        self.cache = cache
-        self.client = client
-        runtimes = PolicyRuntimes(
-            self.sender, cache, spawn=lambda coroutine: None, on_snapshot=lambda *a: None
-        )
-        self.rebalancer = Rebalancer(
-            self.sender,
-            cache,
-            runtimes,
-            asyncio.Event(),
-            lambda pod, note, scheduler: self.announced.append((pod.key, note, scheduler)),
-            **options,
-        )
-
-    def runtime(
-        self, policy: SchedulingPolicy, loads: dict[str, float], at: float | None = None
-    ) -> PolicyRuntime:
-        plan = plan_from_policy(policy.spec)
-        snapshot = snapshot_of(plan, {"cpu": loads}, at=time.time() if at is None else at)
-        runtime = PolicyRuntime("p", "", PolicyStatus(history=10), policy=policy)
-        runtime.refresher = StillRefresher(snapshot, self.client)  # type: ignore[assignment]
-        return runtime
-
-    def evictions(self) -> list[str]:
-        return [request.path for request in self.sender.sent if request.path.endswith("/eviction")]
-
-
-LOADS = {"hot": 95.0, "cool": 20.0}
 
 
 async def test_enforce_evicts_the_largest_pod_and_says_why(
@@ -150,7 +69,10 @@ async def test_enforce_evicts_the_largest_pod_and_says_why(
         "/api/v1/namespaces/ns/pods/big/eviction",
     ]
     assert [move.pod.name for move in plan.moves] == ["big"]
-    reason = "hot cpu 92% for 5m > 85%; expected destination cool at cpu 40%"
+    reason = (
+        "hot cpu 92% for 5m > 85%; its share: cpu 20% (estimate: 1 x request 800m); "
+        "expected destination cool at cpu 40%"
+    )
     assert harness.announced == [("ns/big", f"Evicted by promsched: {reason}", "promsched")]
     status = runtime.status.to_status()["rebalance"]
     assert status["mode"] == "Enforce"
