@@ -97,14 +97,27 @@ class Evictor:
         # Their own update (the cleared nomination) is no event the queue acts on: retry them now,
         # as kube's queue does on that update, so they look for another node instead of waiting.
         self.queue.retry(other.uid for other in displaced)
-        logger.info(
-            "Preempting for %s on %s: %s",
-            pod.key,
-            node,
-            ", ".join(victim.key for victim in candidate.victims),
-        )
+        # A victim already terminating needs no second request (kube skips it too).
+        victims = [victim for victim in candidate.victims if not victim.deletion_timestamp]
+        held = [victim.key for victim in victims if self._still_refused(victim)]
+        if held:
+            # Evicting the others would disrupt them for a preemption that cannot complete.
+            logger.debug(
+                "Preempting for %s on %s: held back, %s still refused under unchanged budgets",
+                pod.key,
+                node,
+                ", ".join(held),
+            )
+            victims = []
+        else:
+            logger.info(
+                "Preempting for %s on %s: %s",
+                pod.key,
+                node,
+                ", ".join(victim.key for victim in candidate.victims),
+            )
         telemetry.preemption_victims.observe(len(candidate.victims))
-        self.spawn(self._preempt(pod, candidate, scheduler_name, displaced))
+        self.spawn(self._preempt(pod, node, scheduler_name, displaced, victims, bool(held)))
 
     def clear_nomination(self, pod: PodInfo) -> None:
         """No node is worth preempting on any more: the pod holds none (kube clears nominatedNodeName)."""
@@ -113,30 +126,24 @@ class Evictor:
             self.spawn(self._send_logged(requests.patch_nominated_node(pod.namespace, pod.name, "")))
 
     async def _preempt(
-        self, pod: PodInfo, candidate: Candidate, scheduler_name: str, displaced: list[PodInfo]
+        self,
+        pod: PodInfo,
+        node: str,
+        scheduler_name: str,
+        displaced: list[PodInfo],
+        victims: list[PodInfo],
+        held: bool,
     ) -> None:
-        if pod.nominated_node_name != candidate.node:
-            await self._send_logged(requests.patch_nominated_node(pod.namespace, pod.name, candidate.node))
+        if pod.nominated_node_name != node:
+            await self._send_logged(requests.patch_nominated_node(pod.namespace, pod.name, node))
         for other in displaced:
             # Retried at once, it may have been nominated elsewhere meanwhile: that patch stands.
             if other.nominated_node_name and other.uid not in self.cache.nominations:
                 await self._send_logged(requests.patch_nominated_node(other.namespace, other.name, ""))
-        # A victim already terminating needs no second request (kube skips it too).
-        victims = [victim for victim in candidate.victims if not victim.deletion_timestamp]
-        held = [victim for victim in victims if self._still_refused(victim)]
-        if held:
-            # Evicting the others would disrupt them for a preemption that cannot complete.
-            logger.debug(
-                "Preempting for %s: %s still refused under unchanged PodDisruptionBudgets; nothing sent",
-                pod.key,
-                ", ".join(victim.key for victim in held),
-            )
-            evicted = [False]
-        else:
-            evicted = await asyncio.gather(
-                *(self._evict(victim, pod, candidate.node, scheduler_name) for victim in victims)
-            )
-        if not all(evicted) and pod.uid in self.queue.entries:
+        evicted = await asyncio.gather(
+            *(self._evict(victim, pod, node, scheduler_name) for victim in victims)
+        )
+        if (held or not all(evicted)) and pod.uid in self.queue.entries:
             self.queue.backoff(pod.uid)  # nothing may come to lift it: try again (kube activates it)
 
     def _budgets_of(self, victim: PodInfo) -> tuple[DisruptionBudget, ...]:
