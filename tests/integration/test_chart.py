@@ -25,6 +25,7 @@ from promsched.api.crds import CRD_NAME
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.supervising import Supervisor
+from support.chart_values import installable
 from support.clusters import OPERATOR, Operator
 from support.polling import eventually
 
@@ -68,8 +69,9 @@ class Helm:
         return str(path)
 
     def template(self, release: str, namespace: str, values: dict[str, Any], *extra: str) -> str:
+        """The manifests of an install: `values` over the least a user must set."""
         return self.run(
-            "template", release, str(CHART), "-n", namespace, "-f", self.values(values), *extra
+            "template", release, str(CHART), "-n", namespace, "-f", self.values(installable(values)), *extra
         ).stdout
 
 
@@ -120,7 +122,7 @@ def namespaces(sandbox: Sandbox) -> Iterator[Namespaces]:
 def _everything(secrets_namespace: str, scheduling_namespace: str, prometheus_url: str) -> dict[str, Any]:
     """Values that turn every optional part of the chart on (but the ServiceMonitor)."""
     suffix = _suffix()
-    return {
+    values = {
         **NO_SERVICE_MONITOR,
         "replicas": 2,
         "namespaces": [scheduling_namespace],
@@ -150,6 +152,7 @@ def _everything(secrets_namespace: str, scheduling_namespace: str, prometheus_ur
         ],
         "nodeSelector": {"kubernetes.io/os": "linux"},
     }
+    return installable(values)
 
 
 # --- lint and dry run -------------------------------------------------------------------------------
@@ -227,7 +230,8 @@ def test_the_rendered_chart_passes_a_server_side_dry_run_as_pod_security_restric
 
 def test_the_alerts_pass_promtool_check_rules(helm: Helm, tmp_path: Path) -> None:
     # promtool comes with the sandbox's Prometheus: here it must be there, never skipped.
-    documents = _documents(helm.template("alerts", "monitoring", {"prometheusRule": {"enabled": True}}))
+    values = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}
+    documents = _documents(helm.template("alerts", "monitoring", values))
     [rule] = [doc for doc in documents if doc["kind"] == "PrometheusRule"]
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))

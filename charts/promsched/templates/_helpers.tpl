@@ -44,13 +44,15 @@ app.kubernetes.io/part-of: promsched
 {{- end -}}
 {{- end -}}
 
-{{/* The image reference: a digest pins it; the tag defaults to the chart's appVersion. */}}
+{{/* The image reference: a digest pins it; the tag defaults to the chart's appVersion. No registry serves
+a default repository, so there is none: without one the chart renders nothing. */}}
 {{- define "promsched.image" -}}
+{{- $repository := required "promsched: set image.repository to the registry path you pushed the image to, e.g. --set image.repository=registry.example/promsched (`make image` builds it from the repository's Dockerfile and prints its reference)" .Values.image.repository -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
+{{- printf "%s:%s@%s" $repository $tag .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- printf "%s:%s" $repository $tag -}}
 {{- end -}}
 {{- end -}}
 
@@ -73,6 +75,26 @@ which the same administrator wrote. */}}
 {{- $hosts = append $hosts (urlParse .Values.defaultPolicy.spec.prometheus.url).hostname -}}
 {{- end -}}
 {{- $hosts | uniq | join "," -}}
+{{- end -}}
+
+{{/* Refuses an allowlist that allows nothing: the operator would hold every policy InvalidPolicy. */}}
+{{- define "promsched.checkAllowedHosts" -}}
+{{- if not (or .Values.prometheus.allowAnyHost (include "promsched.allowedHosts" .)) -}}
+{{- fail "promsched: set prometheus.allowedHosts to the host of the Prometheus your policies query, e.g. --set 'prometheus.allowedHosts={prometheus-operated.monitoring.svc}' for kube-prometheus-stack in namespace monitoring (or enable defaultPolicy, whose host is allowed, or set prometheus.allowAnyHost=true); with no host allowed, the operator refuses every policy (InvalidPolicy)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The job label of the operator's series, which the alerts select: prometheusRule.job, else the one
+prometheus-operator gives what the chart's ServiceMonitor scrapes (the Service's name). Refused when
+nothing scrapes the operator: PromschedNoLeader, an absent() alert, would fire forever. */}}
+{{- define "promsched.metricsJob" -}}
+{{- if .Values.prometheusRule.job -}}
+{{- .Values.prometheusRule.job -}}
+{{- else if .Values.serviceMonitor.enabled -}}
+{{- include "promsched.fullname" . -}}
+{{- else -}}
+{{- fail "promsched: prometheusRule.enabled needs a scrape of the operator: set serviceMonitor.enabled=true, or prometheusRule.job to the job label of whatever scrapes it; unscraped, the critical PromschedNoLeader alert (absent(promsched_leader)) fires forever" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The Secrets the operator may read, as JSON {namespace: [names]}: prometheus.secretRefs plus those the

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from rendering import FULLNAME, NAMESPACE, needs_helm, render
+from rendering import FULLNAME, NAMESPACE, needs_helm, refusal, render
 
+from support.chart_values import installable
 from support.metric_names import exported_series, promsched_series_in
 
 pytestmark = [
@@ -32,8 +33,12 @@ ALERTS = [
 LEADER, STANDBY = "10.0.0.5:8080", "10.0.0.6:8080"
 
 
-def rules(tmp_path: Path) -> list[dict[str, Any]]:
-    objects = render(tmp_path, {"prometheusRule": {"enabled": True, "labels": {"release": "kps"}}})
+def rules(tmp_path: Path, **rule_values: str) -> list[dict[str, Any]]:
+    values = {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kps"}, **rule_values},
+    }
+    objects = render(tmp_path, values)
     rule = objects[("PrometheusRule", f"{NAMESPACE}/{FULLNAME}")]
     assert rule["metadata"]["labels"]["release"] == "kps"
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
@@ -56,6 +61,45 @@ def test_the_rules_pass_promtool_check_rules(tmp_path: Path) -> None:
 
 def test_the_rules_are_off_by_default(tmp_path: Path) -> None:
     assert not [key for key in render(tmp_path) if key[0] == "PrometheusRule"]
+
+
+def test_the_rules_are_refused_when_nothing_scrapes_the_operator(tmp_path: Path) -> None:
+    # PromschedNoLeader is an absent() alert: without a scrape it would fire forever.
+    message = refusal(tmp_path, installable({"prometheusRule": {"enabled": True}}))
+
+    assert "serviceMonitor.enabled" in message
+    assert "prometheusRule.job" in message
+
+
+def test_the_rules_select_the_job_the_service_monitor_gives(tmp_path: Path) -> None:
+    # prometheus-operator gives a ServiceMonitor's targets job=<the Service's name> (no jobLabel set).
+    objects = render(tmp_path, {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}})
+    monitor = objects[("ServiceMonitor", f"{NAMESPACE}/{FULLNAME}")]
+    [service] = [
+        obj
+        for (kind, _), obj in objects.items()
+        if kind == "Service"
+        and monitor["spec"]["selector"]["matchLabels"].items() <= obj["metadata"]["labels"].items()
+    ]
+    assert "jobLabel" not in monitor["spec"]
+    [group] = objects[("PrometheusRule", f"{NAMESPACE}/{FULLNAME}")]["spec"]["groups"]
+
+    for rule in group["rules"]:
+        assert f'job="{service["metadata"]["name"]}", namespace="{NAMESPACE}"' in rule["expr"]
+
+
+@pytest.mark.parametrize("service_monitor", [False, True])
+def test_the_rules_select_the_job_they_are_given(tmp_path: Path, service_monitor: bool) -> None:
+    # Something else scrapes the operator (a pod-annotation scrape job, say), or a relabeling sets job.
+    values = {
+        "serviceMonitor": {"enabled": service_monitor},
+        "prometheusRule": {"enabled": True, "job": "kubernetes-pods"},
+    }
+    [group] = render(tmp_path, values)[("PrometheusRule", f"{NAMESPACE}/{FULLNAME}")]["spec"]["groups"]
+
+    for rule in group["rules"]:
+        assert f'job="kubernetes-pods", namespace="{NAMESPACE}"' in rule["expr"]
+        assert FULLNAME not in rule["expr"]
 
 
 def test_every_alert_reads_exported_series_and_links_its_runbook_paragraph(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ from support.dockerfiles import REPO, context_files, instructions, lock_pins, no
 DOCKERFILE = REPO / "Dockerfile"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VALUES = yaml.safe_load((REPO / "charts" / "promsched" / "values.yaml").read_text())
-DEPLOYMENT = (REPO / "charts" / "promsched" / "templates" / "deployment.yaml").read_text()
 RUNTIME_LOCK = REPO / "requirements" / "runtime.txt"
 BUILD_LOCK = REPO / "requirements" / "build.txt"
 FROM_PYPROJECT = "promsched (pyproject.toml)"  # how the lock notes pyproject's own dependencies
@@ -94,8 +93,9 @@ def test_it_runs_as_a_numeric_non_root_user_matching_the_chart() -> None:
 
     assert re.fullmatch(r"[1-9][0-9]*", uid), "a numeric UID other than root's 0"
     assert re.fullmatch(r"[1-9][0-9]*", gid), "a numeric GID other than root's 0"
-    assert f"runAsUser: {uid}" in DEPLOYMENT
-    assert f"runAsGroup: {gid}" in DEPLOYMENT
+    # The chart's default pod security context (podSecurityContext in values.yaml) runs the image's user.
+    assert VALUES["podSecurityContext"]["runAsUser"] == int(uid)
+    assert VALUES["podSecurityContext"]["runAsGroup"] == int(gid)
 
 
 def test_the_entrypoint_is_promsched_run_listening_on_the_charts_port() -> None:

@@ -1,29 +1,17 @@
-"""What the chart renders, from `helm template`: the operator's arguments, the Pod Security Standard
-"restricted" settings, probes on the operator's endpoints, election-dependent objects, and the exact RBAC.
-The API server's view of the same manifests is tests/integration/test_chart.py."""
+"""What the chart renders, from `helm template`: the operator's arguments, election-dependent objects, the
+exact RBAC and the optional objects (the pods themselves: test_chart_pods.py). The API server's view of
+the same manifests is tests/integration/test_chart.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import yaml
-from rendering import CHART, FULLNAME, NAMESPACE, Manifest, needs_helm, render
+from rendering import CHART, FULLNAME, NAMESPACE, Manifest, container, deployment, needs_helm, render
 
 from promsched.cli import build_parser
 
-APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-
 pytestmark = needs_helm
-
-
-def deployment(objects: Manifest) -> dict[str, Any]:
-    return objects[("Deployment", f"{NAMESPACE}/{FULLNAME}")]
-
-
-def container(objects: Manifest) -> dict[str, Any]:
-    found: dict[str, Any] = deployment(objects)["spec"]["template"]["spec"]["containers"][0]
-    return found
 
 
 def test_pod_label_sets_are_distinct(tmp_path: Path) -> None:
@@ -43,45 +31,7 @@ def kinds(objects: Manifest) -> list[str]:
     return sorted({kind for kind, _ in objects})
 
 
-# --- image and arguments -------------------------------------------------------------------------
-
-
-def test_the_image_tag_defaults_to_the_app_version(tmp_path: Path) -> None:
-    assert container(render(tmp_path))["image"] == f"promsched:{APP_VERSION}"
-    tagged = {"image": {"repository": "registry.example/promsched", "tag": "1.2.3"}}
-    assert container(render(tmp_path, tagged))["image"] == "registry.example/promsched:1.2.3"
-    digest = "sha256:" + "a" * 64
-    assert container(render(tmp_path, {"image": {"digest": digest}}))["image"].endswith(f"@{digest}")
-
-
-def test_by_default_no_prometheus_host_is_allowed(tmp_path: Path) -> None:
-    # An empty --allowed-prometheus-hosts allows none; leaving the flag out would allow any.
-    assert "--allowed-prometheus-hosts=" in container(render(tmp_path))["args"]
-
-
-def test_the_allowlist_reaches_the_operator(tmp_path: Path) -> None:
-    values = {"prometheus": {"allowedHosts": ["prometheus-operated.monitoring.svc", "10.0.0.9"]}}
-
-    args = container(render(tmp_path, values))["args"]
-
-    assert "--allowed-prometheus-hosts=prometheus-operated.monitoring.svc,10.0.0.9" in args
-
-
-def test_the_default_policys_host_joins_the_allowlist(tmp_path: Path) -> None:
-    values = {
-        "prometheus": {"allowedHosts": ["other.example"]},
-        "defaultPolicy": {"enabled": True, "spec": {"prometheus": {"url": "https://prom.example:9443/x"}}},
-    }
-
-    args = container(render(tmp_path, values))["args"]
-
-    assert "--allowed-prometheus-hosts=other.example,prom.example" in args
-
-
-def test_allow_any_host_leaves_the_flag_out(tmp_path: Path) -> None:
-    args = container(render(tmp_path, {"prometheus": {"allowAnyHost": True}}))["args"]
-
-    assert not [arg for arg in args if arg.startswith("--allowed-prometheus-hosts")]
+# --- arguments -------------------------------------------------------------------------------
 
 
 def test_the_operator_listens_on_every_address_at_the_charts_port(tmp_path: Path) -> None:
@@ -131,56 +81,6 @@ def test_the_api_rate_limit_reaches_the_operator(tmp_path: Path) -> None:
     args = container(render(tmp_path, {"kubeApi": {"qps": 0.5, "burst": 2000000}}))["args"]
     parsed = build_parser().parse_args(["run", *args])
     assert (parsed.kube_api_qps, parsed.kube_api_burst) == (0.5, 2000000)
-
-
-# --- pod security and probes -------------------------------------------------------------------------
-
-RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-RESTRICTED_CONTAINER = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True,
-    "capabilities": {"drop": ["ALL"]},
-}
-
-
-def test_the_scheduler_and_test_pods_meet_the_restricted_standard(tmp_path: Path) -> None:
-    objects = render(tmp_path)
-    pods = [
-        deployment(objects)["spec"]["template"]["spec"],
-        objects[("Pod", f"{NAMESPACE}/{FULLNAME}-test")]["spec"],
-    ]
-    for pod in pods:
-        assert RESTRICTED_POD.items() <= pod["securityContext"].items()
-        assert pod["securityContext"]["runAsUser"] != 0
-        for each in pod["containers"]:
-            assert each["securityContext"] == RESTRICTED_CONTAINER
-        assert not [volume for volume in pod.get("volumes", []) if "hostPath" in volume]
-
-
-def test_probes_ask_the_operators_endpoints(tmp_path: Path) -> None:
-    probes = container(render(tmp_path))
-
-    assert probes["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
-    assert probes["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
-    assert probes["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
-    assert probes["livenessProbe"]["failureThreshold"] == 3
-
-
-def test_placement_values_reach_the_pod(tmp_path: Path) -> None:
-    values = {
-        "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
-        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
-        "priorityClassName": "system-cluster-critical",
-        "resources": {"requests": {"cpu": "250m"}},
-    }
-
-    pod = deployment(render(tmp_path, values))["spec"]["template"]["spec"]
-
-    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
-        assert pod[key] == values[key]
-    assert pod["containers"][0]["resources"]["requests"]["cpu"] == "250m"
 
 
 # --- replicas and leader election ----------------------------------------------------------------
@@ -442,6 +342,18 @@ def test_the_service_monitor_takes_relabelings(tmp_path: Path) -> None:
 
     assert endpoint["relabelings"] == relabelings
     assert endpoint["metricRelabelings"] == metric_relabelings
+
+
+def test_the_service_monitor_may_live_in_prometheus_namespace_and_still_scrape_the_release(
+    tmp_path: Path,
+) -> None:
+    values = {"serviceMonitor": {"enabled": True, "namespace": "monitoring"}}
+
+    objects = render(tmp_path, values)
+
+    monitor = objects[("ServiceMonitor", f"monitoring/{FULLNAME}")]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert ("ServiceMonitor", f"{NAMESPACE}/{FULLNAME}") not in objects
 
 
 def test_the_admission_warning_is_for_enforce_policies_on_default_scheduler(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from promsched.sandbox.components import bin_dir
+from support.chart_values import INSTALLABLE
 
 CHART = Path(__file__).parents[3] / "charts" / "promsched"
 HELM = bin_dir() / "helm"
@@ -31,8 +32,9 @@ def _template(values: dict[str, Any], tmp_path: Path) -> subprocess.CompletedPro
 
 
 @needs_helm
-def test_the_default_values_render(tmp_path: Path) -> None:
-    result = _template({}, tmp_path)
+def test_the_default_values_render_once_the_image_and_the_prometheus_hosts_are_set(tmp_path: Path) -> None:
+    # Without them the chart refuses (test_chart_install_guards.py); with them, nothing else is needed.
+    result = _template(INSTALLABLE, tmp_path)
 
     assert result.returncode == 0, result.stderr
 
@@ -51,6 +53,9 @@ UNKNOWN_KEYS = [
     ({"defaultPolicy": {"enabled": True, "spc": {}}}, "spc"),
     ({"resources": {"request": {"cpu": "1"}}}, "request"),
     ({"kubeApi": {"QPS": 100}}, "QPS"),
+    ({"serviceMonitor": {"namespaces": ["monitoring"]}}, "namespaces"),
+    ({"prometheusRule": {"jobLabel": "promsched"}}, "jobLabel"),
+    ({"grafanaDashboard": {"multiCluster": True}}, "multiCluster"),
 ]
 
 
@@ -70,6 +75,18 @@ WRONG_TYPES = [
     ({"port": "8080"}, "/port"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"image": {"digest": "latest"}}, "/image/digest"),
+    # The tag and the digest have values of their own; the chart appends them.
+    ({"image": {"repository": "registry.example/promsched:0.1.0"}}, "/image/repository"),
+    ({"image": {"repository": "registry.example/promsched@sha256:" + "a" * 64}}, "/image/repository"),
+    ({"extraArgs": "--log-level=DEBUG"}, "/extraArgs"),
+    ({"extraArgs": [2]}, "/extraArgs/0"),
+    ({"env": {"HTTPS_PROXY": "http://proxy:3128"}}, "/env"),
+    ({"env": [{"value": "no name"}]}, "/env/0"),
+    ({"podSecurityContext": "restricted"}, "/podSecurityContext"),
+    ({"securityContext": ["drop-all"]}, "/securityContext"),
+    ({"serviceMonitor": {"namespace": "Monitoring"}}, "/serviceMonitor/namespace"),
+    ({"prometheusRule": {"job": 1}}, "/prometheusRule/job"),
+    ({"grafanaDashboard": {"multicluster": "yes"}}, "/grafanaDashboard/multicluster"),
     ({"logLevel": "TRACE"}, "/logLevel"),
     ({"resyncInterval": -1}, "/resyncInterval"),
     ({"podMaxInUnschedulablePodsDuration": "5 minutes"}, "/podMaxInUnschedulablePodsDuration"),
