@@ -11,6 +11,7 @@ from promsched.scheduling.rebalance_plans import (
     Destination,
     Limits,
     RebalancePlan,
+    RebalancePlanning,
     Share,
     Threshold,
     hot_nodes,
@@ -75,7 +76,8 @@ def test_victims_lowest_priority_first_then_largest_share_until_under_target() -
     # 90 - 15 (big) = 75 > 70, - 5 (small) = 70: done before the high-priority pod.
     assert [move.pod.name for move in result.moves] == ["big", "small"]
     assert result.moves[0].reason == (
-        "a cpu 90% for 5m > 85%; its share: cpu 15% (estimate: 1 x request); expected destination b at cpu 35%"
+        "a cpu 90% for 5m > 85%; its share: cpu 15% (estimate: 1 x request); "
+        "expected destination b at cpu 35%"
     )
     assert result.moves[1].reason.endswith("expected destination b at cpu 40%")
 
@@ -168,3 +170,60 @@ def test_higher_is_better_plugins_relieve_upwards() -> None:
         "a freeSlots 1 for 5m < 2; its share: freeSlots 4 (estimate: 1 x request); "
         "expected destination b at freeSlots 6"
     )
+
+
+def planning(
+    pods: Sequence[PodInfo], limits: Limits, deferred: frozenset[str] = frozenset()
+) -> RebalancePlanning:
+    """Node a at 99 with `pods`, each 10 points, every replacement fitting on b."""
+    values = {"a": 99.0, "b": 0.0}
+    return RebalancePlanning(
+        (CPU,),
+        {"cpu": values},
+        {"cpu": values},
+        lambda node: pods if node == "a" else (),
+        lambda pod, _plugin, _node: Share(10.0, "observed over 5m"),
+        lambda pod: Destination("b"),
+        limits,
+        "5m",
+        deferred=deferred,
+    )
+
+
+def test_a_refused_move_spends_no_limit_and_the_next_candidate_is_tried() -> None:
+    pods = [pod_info("p1"), pod_info("p2"), pod_info("p3")]
+    making = planning(pods, Limits(per_node=1, per_cycle=5, left_this_minute=5))
+    tried = []
+    for move in making.moves():
+        tried.append(move.pod.name)
+        if move.pod.name == "p1":
+            making.refuse(move, BlockReason.DISRUPTION_BUDGET, "eviction refused by a PodDisruptionBudget")
+    result = making.plan()
+    assert tried == ["p1", "p2"]
+    assert [move.pod.name for move in result.moves] == ["p2"]
+    assert [(blocked.pod, blocked.kind) for blocked in result.blocked] == [
+        ("ns/p1", BlockReason.DISRUPTION_BUDGET),
+        ("ns/p3", BlockReason.NODE_LIMIT),
+    ]
+
+
+def test_a_move_that_may_have_happened_spends_the_limits_but_relieves_nothing() -> None:
+    pods = [pod_info(f"p{index}") for index in range(1, 5)]
+    making = planning(pods, Limits(per_node=3, per_cycle=10, left_this_minute=10))
+    for move in making.moves():
+        if move.pod.name == "p1":
+            making.refuse(move, BlockReason.EVICTION_FAILED, "eviction failed", may_have_left=True)
+    result = making.plan()
+    # 99 - 10 (p2) - 10 (p3) = 79: still past the target, and p1, p2, p3 spent the node's three.
+    assert [move.pod.name for move in result.moves] == ["p2", "p3"]
+    assert [(blocked.pod, blocked.kind) for blocked in result.blocked] == [
+        ("ns/p1", BlockReason.EVICTION_FAILED),
+        ("ns/p4", BlockReason.NODE_LIMIT),
+    ]
+
+
+def test_deferred_pods_are_tried_after_the_others() -> None:
+    pods = [pod_info("p1", priority=0), pod_info("p2", priority=10)]
+    deferred = frozenset({pods[0].uid})
+    making = planning(pods, Limits(per_node=1, per_cycle=10, left_this_minute=10), deferred)
+    assert [move.pod.name for move in making.moves()] == ["p2"]
