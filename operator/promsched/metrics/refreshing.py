@@ -28,6 +28,10 @@ from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage, refresh_usa
 
 logger = logging.getLogger(__name__)
 
+# Starts a named long-lived task: the operator's supervisor (`scheduling.supervising`) restarts it if it
+# fails; by default a plain task.
+TaskStarter = Callable[[str, Callable[[], Awaitable[None]]], asyncio.Task[None]]
+
 HOSTNAMES_QUERY_NAME = "nodeIdentity"  # the hostnames query's name in RefreshObserver.query_finished
 
 
@@ -173,10 +177,12 @@ class Refresher:
         nodes: Callable[[], NodeDirectory],
         *,
         observer: RefreshObserver | None = None,
+        run_task: TaskStarter | None = None,
     ) -> None:
         self.plan = plan
         self.endpoint = endpoint
         self._nodes = nodes
+        self._run_task = run_task or _plain_task
         self._observer = observer or RefreshObserver()
         self._client = PrometheusClient(endpoint)
         self._latest = Snapshot.empty(plan, time.time())
@@ -204,7 +210,7 @@ class Refresher:
     def start(self) -> None:
         """Start refreshing every refresh interval, the first time at once (call inside the loop)."""
         if not self.running:
-            self._task = asyncio.create_task(self._run(), name=f"promsched-refresh-{id(self):x}")
+            self._task = self._run_task("metrics-refresh", self._run)
 
     async def refresh(self) -> Snapshot:
         """Refresh now and return the new snapshot (also what the loop does each interval)."""
@@ -258,3 +264,10 @@ class Refresher:
             except Exception:  # a bug must not end the loop: log it and try again next interval
                 logger.exception("Refreshing the metric snapshot failed")
             await asyncio.sleep(max(0.0, self.plan.refresh_interval_seconds - (loop.time() - started)))
+
+
+def _plain_task(name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+    async def run() -> None:
+        await work()
+
+    return asyncio.create_task(run(), name=f"promsched-{name}")

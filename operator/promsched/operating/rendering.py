@@ -17,8 +17,8 @@ from promsched.api.fields import Mode
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
 from promsched.operating.inspections import Explanation, Ranking
+from promsched.scheduling.decisions import TOP_NODES
 from promsched.scheduling.estimating import format_bytes, format_milli_cpu
-from promsched.scheduling.schedulers import TOP_NODES
 
 CHOSEN_MARK = "*"
 LEGEND = (

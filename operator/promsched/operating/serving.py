@@ -1,10 +1,12 @@
 """The operator's HTTP endpoints: /metrics, /healthz (liveness) and /readyz (readiness).
 
-Liveness means the scheduling loop runs. Readiness means the operator can serve: it has listed the
-cluster (its watches are synced) and, if it leads, its scheduling loop runs. A standby replica is
-ready: it holds no lease, but would take over. What lies outside the pod, a Prometheus that is down or
-slow, is no reason to be unready (a restart would not help, and `helm upgrade --wait` would hang): it
-shows in each policy's conditions and in `promsched_policy_snapshot_age_seconds`.
+Liveness means the scheduling loop runs and no background task keeps failing (see
+`scheduling.supervising`): a restart of the pod is what helps then. Readiness means the operator can
+serve: it has listed the cluster (its watches are synced) and, if it leads, its scheduling loop runs.
+A standby replica is ready: it holds no lease, but would take over. What lies outside the pod, a
+Prometheus that is down or slow, is no reason to be unready (a restart would not help, and
+`helm upgrade --wait` would hang): it shows in each policy's conditions and in
+`promsched_policy_snapshot_age_seconds`.
 
 Gauges that describe the operator's state (leadership, each policy's readiness and snapshot age) are
 set from the scheduler on every scrape, so they are as fresh as the scrape.
@@ -22,14 +24,22 @@ from promsched.api.statuses import ConditionStatus, ConditionType, find_conditio
 from promsched.scheduling import telemetry
 from promsched.scheduling.runtimes import PolicyRuntime
 from promsched.scheduling.schedulers import Scheduler
+from promsched.scheduling.supervising import FAILURES_LIMIT, FAILURES_WINDOW_SECONDS
 
 Check = Callable[[], list[str]]
 
 
-def liveness_problems(loop_alive: Callable[[], bool]) -> list[str]:
+def liveness_problems(loop_alive: Callable[[], bool], failing: Callable[[], list[str]] = list) -> list[str]:
+    """What keeps the operator from working; `failing` names the background tasks that keep failing."""
     # Quiet watches are no sign of trouble: kubelets with node leases write an unchanged status only
     # every 5 minutes. A watch that died silently is re-opened by its inactivity timeout instead.
-    return [] if loop_alive() else ["the scheduling loop is not running"]
+    problems = [] if loop_alive() else ["the scheduling loop is not running"]
+    for task in failing():
+        problems.append(
+            f"the background task {task} failed {FAILURES_LIMIT} times in {FAILURES_WINDOW_SECONDS:.0f}s "
+            "(see the log for its errors)"
+        )
+    return problems
 
 
 def readiness_problems(scheduler: Scheduler, loop_alive: Callable[[], bool]) -> list[str]:

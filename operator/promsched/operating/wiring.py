@@ -188,10 +188,9 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     configure(settings, runtime.options)
     shorten_gil_switches()
     await runtime.client.__aenter__()
-    runtime.loop_task = asyncio.create_task(runtime.scheduler.run(), name="promsched-scheduler")
-    runtime.freeze_task = asyncio.create_task(
-        freeze_when_synced(runtime.scheduler.synced), name="promsched-gc"
-    )
+    supervisor = runtime.scheduler.supervisor  # the operator's long-lived tasks, all supervised
+    runtime.loop_task = supervisor.start("scheduler", runtime.scheduler.run)
+    runtime.freeze_task = supervisor.start("gc-freeze", lambda: freeze_when_synced(runtime.scheduler.synced))
     options = runtime.options
     if options.leader_elect:
         runtime.scheduler.leading.clear()
@@ -206,13 +205,13 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
             f"{socket.gethostname()}-{os.getpid()}",
             on_change,
         )
-        runtime.elector_task = asyncio.create_task(elector.run(), name="promsched-leader-election")
+        runtime.elector_task = supervisor.start("leader-election", elector.run)
 
     def loop_alive() -> bool:
         return runtime.loop_task is not None and not runtime.loop_task.done()
 
     app = serving.application(
-        lambda: serving.liveness_problems(loop_alive),
+        lambda: serving.liveness_problems(loop_alive, supervisor.failing),
         lambda: serving.readiness_problems(runtime.scheduler, loop_alive),
         lambda: serving.record_state(runtime.scheduler),
     )
@@ -267,10 +266,10 @@ async def cleanup(memo: Memo, **_: Any) -> None:
 
 
 async def _stop(runtime: Runtime) -> None:
-    for task in (runtime.freeze_task, runtime.elector_task, runtime.loop_task):
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+    # The loop and its tasks, the Lease (released as its task ends) and the policies' refreshes stop
+    # first; then the scheduler writes its last events, with the client still open.
+    await runtime.scheduler.supervisor.close()
+    await runtime.scheduler.close()
     if runtime.site is not None:
         await runtime.site.cleanup()
     await runtime.client.close()

@@ -11,26 +11,27 @@ Every policy is one scheduler name; one loop serves them all from one queue. A c
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from promsched.api.annotations import encode_decision
 from promsched.api.fields import Mode
-from promsched.api.statuses import Decision, FilteredCount
 from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import SupportsSend
-from promsched.metrics.querying import SecretReader
-from promsched.metrics.refreshing import Refresher
-from promsched.metrics.scoring import NodeResult
+from promsched.metrics.identifying import NodeDirectory
+from promsched.metrics.planning import Plan
+from promsched.metrics.querying import PrometheusEndpoint, SecretReader
+from promsched.metrics.refreshing import Refresher, RefreshObserver, TaskStarter
 from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide
+from promsched.scheduling.decisions import TOP_NODES, decision_record
 from promsched.scheduling.evicting import Evictor
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.filters.statuses import ClusterEvent
@@ -43,29 +44,32 @@ from promsched.scheduling.preempting import nominated_node
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.rebalancing import Rebalancer
 from promsched.scheduling.recording import LazyDecision
-from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
+from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, has_refreshed
+from promsched.scheduling.supervising import Supervisor
 
 logger = logging.getLogger(__name__)
 
 STATUS_WRITE_INTERVAL = 1.0
-# kube writes event series' counts every 30 minutes (client-go tools/events).
+# kube writes event series' counts every 30 minutes, and finishes those idle for 6 minutes every 6
+# minutes (client-go tools/events).
 EVENT_REFRESH_INTERVAL = 30 * 60.0
+EVENT_FINISH_INTERVAL = 6 * 60.0
+# How long closing waits for the event series' final counts to be written (a pod's termination grace
+# period is 30 s by default).
+EVENT_FLUSH_SECONDS = 5.0
 SHADOWED_KEPT = 10_000
-TOP_NODES = 3
-# What status.lastDecision.topNodes[].plugins holds: the policy's up to 20 plugins. Placement
-# preferences follow them and are left out of the status (not of the annotation) past that.
-PLUGINS_SHOWN = 20
 
 
-def _shown(outcome: Outcome) -> tuple[NodeResult, ...]:
-    """The nodes a decision's record shows: the first TOP_NODES of the ranking with the chosen node
-    first (among equal totals the choice is random, so it may rank past them). A record keeps these
-    alone, not the ranking of hundreds of nodes."""
-    top = tuple(outcome.ranked[:TOP_NODES])
-    chosen = next((result for result in outcome.ranked if result.node == outcome.node), None)
-    if chosen is None:
-        return top
-    return (chosen, *(result for result in top if result is not chosen))[:TOP_NODES]
+class SupervisedRefresherFactory(Protocol):
+    def __call__(
+        self,
+        plan: Plan,
+        endpoint: PrometheusEndpoint,
+        nodes: Callable[[], NodeDirectory],
+        *,
+        observer: RefreshObserver,
+        run_task: TaskStarter,
+    ) -> Refresher: ...
 
 
 class Scheduler:
@@ -80,14 +84,17 @@ class Scheduler:
         rng: random.Random | None = None,
         bind_concurrency: int = BIND_CONCURRENCY,
         resync_interval: float = RESYNC_INTERVAL,
-        refresher_factory: RefresherFactory = Refresher,
+        refresher_factory: SupervisedRefresherFactory = Refresher,
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
         rebalance_evictions: bool = True,
         bind_timeout: float = BIND_TIMEOUT_SECONDS,
         watcher: SupportsWatch | None = None,
         watch_inactivity_timeout: float = 70.0,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.sender = sender
+        # Runs the long-lived tasks, the operator's too; `_spawn` the short ones (a binding, a list).
+        self.supervisor = supervisor or Supervisor()
         self.namespaces = namespaces  # None: pods of every namespace are scheduled
         self.filters = filters
         self.rng = rng or random.Random()
@@ -98,6 +105,7 @@ class Scheduler:
         self.leading.set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
+
         self.runtimes = PolicyRuntimes(
             sender,
             self.cache,
@@ -105,7 +113,8 @@ class Scheduler:
             on_snapshot=self._snapshot_taken,
             read_secret=read_secret,
             allowed_hosts=allowed_prometheus_hosts,
-            refresher_factory=refresher_factory,
+            # Each policy's refresh loop is a supervised task.
+            refresher_factory=functools.partial(refresher_factory, run_task=self.supervisor.start),
         )
         self.intake = Intake(
             sender,
@@ -261,7 +270,7 @@ class Scheduler:
         await self.runtimes.flush_statuses()
 
     async def _write_statuses(self) -> None:
-        refreshed_events = time.monotonic()
+        refreshed_events = finished_events = time.monotonic()
         while True:
             await asyncio.sleep(STATUS_WRITE_INTERVAL)
             # Counted here, once a second: counting per cycle would cost O(queue) for every pod.
@@ -269,8 +278,12 @@ class Scheduler:
                 telemetry.pending_pods.labels(sub_queue).set(count)
             self._forget_gone_pods()
             await self.flush_statuses()
-            if time.monotonic() - refreshed_events >= EVENT_REFRESH_INTERVAL:
-                refreshed_events = time.monotonic()
+            now = time.monotonic()
+            if now - finished_events >= EVENT_FINISH_INTERVAL:
+                finished_events = now
+                self.binder.finish_events()
+            if now - refreshed_events >= EVENT_REFRESH_INTERVAL:
+                refreshed_events = now
                 self.binder.refresh_events()
 
     def _forget_gone_pods(self) -> None:
@@ -284,33 +297,40 @@ class Scheduler:
     # ----- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Schedule until cancelled; status writes are flushed alongside."""
-        writer = asyncio.create_task(self._write_statuses(), name="promsched-status-writer")
-        checker = asyncio.create_task(
-            self.kube_scheduler.run(self.runtimes.claims_default_scheduler, self._kube_scheduler_changed),
-            name="promsched-kube-scheduler-check",
-        )
-        rebalancer = asyncio.create_task(self.rebalancer.run(), name="promsched-rebalancer")
+        """Schedule until cancelled, with status writes, the kube-scheduler check and the rebalancer
+        alongside, each a supervised task (see `supervising`), stopped when it ends. It may run again
+        (`close` ends the rest)."""
+        started = [
+            self.supervisor.start("status-writer", self._write_statuses),
+            self.supervisor.start("kube-scheduler-check", self._check_kube_scheduler),
+            self.supervisor.start("rebalancer", self.rebalancer.run),
+        ]
         try:
             await self.intake.start()
-            while True:
-                await self.leading.wait()
-                await self.binder.room.wait()
-                entry = await self.queue.pop()
-                if not self.leading.is_set():
-                    self.queue.backoff(entry.pod.uid)
-                    continue
-                try:
-                    self.schedule_one(entry)
-                except Exception:
-                    self._cycle_failed(entry)
-                # Let watch events and bindings run between cycles.
-                await asyncio.sleep(0)
+            started.append(self.supervisor.start("scheduling-loop", self._schedule))
+            await started[-1]
         finally:
-            writer.cancel()
-            checker.cancel()
-            rebalancer.cancel()
-            await self.close()
+            for task in started:
+                task.cancel()
+            await asyncio.wait(started)
+
+    async def _check_kube_scheduler(self) -> None:
+        await self.kube_scheduler.run(self.runtimes.claims_default_scheduler, self._kube_scheduler_changed)
+
+    async def _schedule(self) -> None:
+        while True:
+            await self.leading.wait()
+            await self.binder.room.wait()
+            entry = await self.queue.pop()
+            if not self.leading.is_set():
+                self.queue.backoff(entry.pod.uid)
+                continue
+            try:
+                self.schedule_one(entry)
+            except Exception:
+                self._cycle_failed(entry)
+            # Let watch events and bindings run between cycles.
+            await asyncio.sleep(0)
 
     def _cycle_failed(self, entry: QueuedPod) -> None:
         """A bug in one pod's cycle must not stop scheduling: log it, count it, retry the pod later."""
@@ -326,6 +346,15 @@ class Scheduler:
             self.queue.requeue(self.pending[pod.uid], entry.added_at, entry.attempts + 1)
 
     async def close(self) -> None:
+        """Write the event series' final counts (waiting up to EVENT_FLUSH_SECONDS), then stop the
+        background work and the policies' refreshes."""
+        try:
+            async with asyncio.timeout(EVENT_FLUSH_SECONDS):
+                await self.binder.close()
+        except TimeoutError:
+            logger.warning(
+                "%d event and condition writes were not sent before closing", len(self.binder.writes)
+            )
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -381,7 +410,7 @@ class Scheduler:
         if outcome.node is None and outcome.total_nodes:
             telemetry.preemption_attempts.inc()  # kube counts every PostFilter run
         telemetry.attempt_duration.labels(runtime.name).observe(time.perf_counter() - started)
-        decision = self._decision(entry, runtime, outcome)
+        decision = decision_record(entry, runtime, outcome, self.cache, self.queue.clock())
         if runtime.policy.spec.mode is Mode.SHADOW:
             self.queue.done(pod.uid)
             self.shadowed[pod.uid] = None
@@ -411,38 +440,6 @@ class Scheduler:
     def _evictable(self, victim: PodInfo) -> bool:
         """Preemption evicts only where promsched may write (with `namespaces`, its RBAC is theirs)."""
         return self.namespaces is None or victim.namespace in self.namespaces
-
-    def _decision(self, entry: QueuedPod, runtime: PolicyRuntime, outcome: Outcome) -> LazyDecision:
-        """The decision's record, built when the status shows it from what holds now."""
-        policy = runtime.policy
-        assert policy is not None
-        estimate = runtime.memo.estimates_for(self.cache).of(entry.pod) if runtime.memo else None
-        if estimate is not None:
-            telemetry.pod_estimates.labels(runtime.name, "cpu", estimate.cpu.source.value).inc()
-            telemetry.pod_estimates.labels(runtime.name, "memory", estimate.memory.source.value).inc()
-        usage = estimate.to_api() if estimate is not None else None
-        decided_at = time.time()
-        latency_ms = max(0.0, (self.queue.clock() - entry.added_at) * 1000.0)
-        generation, mode = policy.generation, policy.spec.mode
-        node, shown, filtered_by, pod = outcome.node, _shown(outcome), outcome.filtered, entry.pod.key
-
-        def build() -> Decision:
-            filtered = sorted(filtered_by.items(), key=lambda item: -item[1])[:32]
-            return Decision(
-                pod=pod,
-                node=node,
-                time=datetime.fromtimestamp(decided_at, UTC),
-                latency_ms=latency_ms,
-                generation=generation,
-                mode=mode,
-                top_nodes=[
-                    result._replace(plugins=result.plugins[:PLUGINS_SHOWN]).to_api() for result in shown
-                ],
-                filtered=[FilteredCount(reason=reason[:1024], count=count) for reason, count in filtered],
-                estimate=usage,
-            )
-
-        return LazyDecision(build, usage)
 
     def _unschedulable(
         self,

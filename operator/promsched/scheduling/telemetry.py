@@ -76,6 +76,12 @@ cache_drift = Counter(
     "(each one repaired).",
     ["kind"],
 )
+task_restarts = Counter(
+    "promsched_task_restarts_total",
+    "Background tasks (the scheduling loop, the rebalancer, the status writer, refreshes, the Lease...) "
+    "restarted after they ended by an unexpected error, by task; the log holds each error's traceback.",
+    ["task"],
+)
 api_writes_dropped = Counter(
     "promsched_api_writes_dropped_total",
     "Informational writes (events, pod conditions) dropped because their queue was full, by kind.",

@@ -122,3 +122,20 @@ async def test_the_endpoints(aiohttp_client: AiohttpClient) -> None:
     response = await client.get("/metrics")
     assert "promsched_leader" in await response.text()
     assert scrapes == [None]
+
+
+async def test_healthz_fails_naming_a_background_task_that_keeps_failing(
+    aiohttp_client: AiohttpClient,
+) -> None:
+    failing: list[str] = []
+    app = serving.application(
+        lambda: serving.liveness_problems(lambda: True, lambda: failing), list, lambda: None
+    )
+    client = await aiohttp_client(app)
+    assert (await client.get("/healthz")).status == 200
+    failing.append("rebalancer")
+    response = await client.get("/healthz")
+    assert (response.status, await response.text()) == (
+        503,
+        "the background task rebalancer failed 5 times in 300s (see the log for its errors)\n",
+    )

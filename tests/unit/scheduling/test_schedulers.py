@@ -20,12 +20,13 @@ from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, ScoreMemo
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.deciding import Outcome, decide, feasible_nodes_to_find
+from promsched.scheduling.decisions import TOP_NODES, shown
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.schedulers import TOP_NODES, Scheduler, _shown
+from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.objects import node_object, pod_object
 from support.policies import policy_object, spec_document
@@ -415,6 +416,7 @@ async def test_the_loop_takes_no_pod_while_the_bindings_in_flight_are_at_their_l
     finally:
         loop.cancel()
         await asyncio.wait([loop])
+        await scheduler.close()
 
 
 @pytest.mark.parametrize(
@@ -479,6 +481,7 @@ async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_po
     finally:
         loop.cancel()
         await asyncio.wait([loop])
+        await scheduler.close()
 
 
 async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one_condition_patch(
@@ -561,7 +564,7 @@ def test_a_decisions_record_keeps_only_the_nodes_it_shows(chosen: str | None) ->
     # Equal totals: the node chosen at random may rank past the first three.
     ranked = tuple(NodeResult(f"n{index}", 50.0, (), ()) for index in range(5))
     outcome = Outcome(chosen, ranked, {}, 5)
-    kept = _shown(outcome)
+    kept = shown(outcome)
     assert len(kept) == TOP_NODES
     chosen_first = [r for r in ranked if r.node == chosen] + [r for r in ranked if r.node != chosen]
     assert kept == tuple(chosen_first[:TOP_NODES])
