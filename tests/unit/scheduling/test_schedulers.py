@@ -568,3 +568,19 @@ def test_a_decisions_record_keeps_only_the_nodes_it_shows(chosen: str | None) ->
     assert len(kept) == TOP_NODES
     chosen_first = [r for r in ranked if r.node == chosen] + [r for r in ranked if r.node != chosen]
     assert kept == tuple(chosen_first[:TOP_NODES])
+
+
+async def test_closing_writes_the_event_counts_the_api_server_lacks(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    huge = pod_object("huge", cpu="64")
+    scheduler.on_pod("ADDED", huge)
+    await cycle(scheduler)
+    pod = scheduler.pending["uid-huge"]
+    for _ in range(3):
+        scheduler.binder.report_unschedulable(
+            pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched"
+        )
+    await scheduler.close()
+    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
+    assert series == [4]  # the patch of count 2 still waited: the newer count replaced it
