@@ -61,6 +61,8 @@ SHADOWED_KEPT = 10_000
 
 
 class SupervisedRefresherFactory(Protocol):
+    """What makes a policy's Refresher; `run_task` starts its refresh loop (the supervisor's `start`)."""
+
     def __call__(
         self,
         plan: Plan,
@@ -105,7 +107,6 @@ class Scheduler:
         self.leading.set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
-
         self.runtimes = PolicyRuntimes(
             sender,
             self.cache,
