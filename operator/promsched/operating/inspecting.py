@@ -35,7 +35,7 @@ from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.refreshing import take_snapshot
-from promsched.operating.inspections import TABLE, Explanation, InspectError, Ranking
+from promsched.operating.inspections import TABLE, Explanation, InspectError, Ranking, RebalanceMention
 from promsched.operating.rendering import (
     explanation_document,
     ranking_document,
@@ -109,11 +109,12 @@ async def explain(sender: SupportsSend, namespace: str, name: str) -> Explanatio
     if found:
         # max() keeps the first of equals: a decision's recentDecisions copy over its lastDecision one.
         decision, policy = max(found, key=lambda item: item[0].time)
-        return Explanation(key, bound_to, policy, decision)
+        return Explanation(key, bound_to, policy, decision, _rebalance_mentions(policies, key))
     owner = claimants[0]
     annotation = (metadata.get("annotations") or {}).get(DECISION_ANNOTATION)
     if annotation is not None:
-        return Explanation(key, bound_to, owner, parse_annotation(annotation))
+        recorded = parse_annotation(annotation)
+        return Explanation(key, bound_to, owner, recorded, _rebalance_mentions(policies, key))
     if bound_to:
         raise InspectError(
             f"pod {key} is on {bound_to}, but promsched has no record of deciding it: no decision in the "
@@ -136,6 +137,27 @@ def _decisions(policy: SchedulingPolicy) -> list[Decision]:
         return []
     latest = [status.last_decision] if status.last_decision is not None else []
     return [*status.recent_decisions, *latest]
+
+
+def _rebalance_mentions(policies: list[SchedulingPolicy], key: str) -> tuple[RebalanceMention, ...]:
+    """Where the policies' latest rebalance cycles moved or kept pod `key`: any policy's, as one may
+    select pods of other scheduler names (spec.rebalance.pods.selector)."""
+    mentions = []
+    for policy in policies:
+        cycle = policy.status.rebalance if policy.status is not None else None
+        if cycle is None:
+            continue
+        mentions += [
+            RebalanceMention(policy.name, cycle, move.node, move.destination, move.reason)
+            for move in cycle.moves
+            if move.pod == key
+        ]
+        mentions += [
+            RebalanceMention(policy.name, cycle, kept.node, "", kept.reason)
+            for kept in cycle.blocked
+            if kept.pod == key
+        ]
+    return tuple(mentions)
 
 
 async def _policies(sender: SupportsSend) -> list[SchedulingPolicy]:

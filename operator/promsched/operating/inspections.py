@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from promsched.api.annotations import AnnotatedDecision
 from promsched.api.policies import SchedulingPolicy
+from promsched.api.rebalances import RebalanceStatus
 from promsched.api.statuses import Decision, Preflight, UsageEstimate
 from promsched.scheduling.deciding import Outcome
 
@@ -18,11 +19,24 @@ class InspectError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class RebalanceMention:
+    """The pod in a policy's latest rebalance cycle (its status.rebalance): moved off a hot node (its
+    reason says by which share, observed or estimated), or kept there, and why."""
+
+    policy: str
+    cycle: RebalanceStatus
+    node: str  # the hot node
+    destination: str  # where its replacement would land; "" when the pod was kept
+    reason: str
+
+
+@dataclass(frozen=True)
 class Explanation:
     pod: str  # namespace/name
     bound_to: str  # the pod's spec.nodeName now; "" while Pending
     policy: SchedulingPolicy  # as it is now: the weights shown and the current generation
     recorded: Decision | AnnotatedDecision  # from the policy's status, else from the pod's annotation
+    rebalance: tuple[RebalanceMention, ...] = ()  # the policies' latest rebalance cycles that name it
 
 
 @dataclass(frozen=True)

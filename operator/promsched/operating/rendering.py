@@ -15,8 +15,9 @@ import yaml
 from promsched.api.annotations import DECISION_ANNOTATION
 from promsched.api.fields import Mode
 from promsched.api.policies import SchedulingPolicy
+from promsched.api.rebalances import RebalanceMode
 from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
-from promsched.operating.inspections import Explanation, Ranking
+from promsched.operating.inspections import Explanation, Ranking, RebalanceMention
 from promsched.scheduling.decisions import TOP_NODES
 from promsched.scheduling.estimating import format_bytes, format_milli_cpu
 
@@ -114,6 +115,16 @@ def estimate_line(estimate: UsageEstimate) -> str:
     )
 
 
+def rebalance_line(mention: RebalanceMention) -> str:
+    """What a rebalance cycle did with the pod, and why."""
+    cycle = mention.cycle
+    when = f"{cycle.mode.value} cycle of policy {mention.policy} at {_timestamp(cycle.last_cycle)}"
+    if not mention.destination:
+        return f"kept on {mention.node} ({when}): {mention.reason}"
+    moved = "evicted from" if cycle.mode is RebalanceMode.ENFORCE else "would move off"
+    return f"{moved} {mention.node}, expected on {mention.destination} ({when}): {mention.reason}"
+
+
 def _timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -149,6 +160,7 @@ def render_explanation(explanation: Explanation) -> str:
         ]
     if recorded.estimate is not None:
         fields.append(("estimate", estimate_line(recorded.estimate)))
+    fields += [("rebalance", rebalance_line(mention)) for mention in explanation.rebalance]
     lines = _fields(fields)
     top_nodes = recorded.top_nodes
     # Decisions recorded before spec.estimation counted pods at their requests.
@@ -253,13 +265,16 @@ def _policy_document(policy: SchedulingPolicy) -> dict[str, Any]:
 
 def explanation_document(explanation: Explanation) -> dict[str, Any]:
     """What `explain` shows, named as in the policy's status: the decision whole when the status still
-    holds it (source policyStatus), else the pod's compact annotation (source podAnnotation)."""
+    holds it (source policyStatus), else the pod's compact annotation (source podAnnotation); with
+    `rebalance`, the rebalance cycles that moved or kept it."""
     recorded = explanation.recorded
-    document = {
+    document: dict[str, Any] = {
         "pod": explanation.pod,
         "boundTo": explanation.bound_to or None,
         "policy": _policy_document(explanation.policy),
     }
+    if explanation.rebalance:
+        document["rebalance"] = [_rebalance_document(mention) for mention in explanation.rebalance]
     if isinstance(recorded, Decision):
         return {**document, "source": "policyStatus", "decision": recorded.to_object()}
     top = [node.to_object() for node in recorded.top_nodes]
@@ -267,6 +282,17 @@ def explanation_document(explanation: Explanation) -> dict[str, Any]:
     if recorded.estimate is not None:
         decision["estimate"] = recorded.estimate.to_object()
     return {**document, "source": "podAnnotation", "decision": decision}
+
+
+def _rebalance_document(mention: RebalanceMention) -> dict[str, Any]:
+    return {
+        "policy": mention.policy,
+        "mode": mention.cycle.mode.value,
+        "lastCycle": _timestamp(mention.cycle.last_cycle),
+        "node": mention.node,
+        "destination": mention.destination or None,
+        "reason": mention.reason,
+    }
 
 
 def ranking_document(ranking: Ranking) -> dict[str, Any]:
