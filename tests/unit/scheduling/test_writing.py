@@ -88,8 +88,7 @@ async def test_a_write_for_an_object_waits_for_the_one_on_its_way_and_others_pas
         if request.body["message"] == "create":
             await gate.wait()
 
-    writes = Writes(workers=4)
-    queue = WriteQueue(send, writes.spawn, workers=4)
+    queue = WriteQueue(send, asyncio.ensure_future, workers=4)
     queue.submit("event", "e1", condition("a", "create"))
     await asyncio.sleep(0)  # a worker takes it, and waits on the API server
     queue.submit("event", "e1", condition("a", "series"))
