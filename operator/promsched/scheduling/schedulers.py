@@ -147,6 +147,7 @@ class Scheduler:
             self.leading,
             self.binder.report_rebalanced,
             evictions_allowed=rebalance_evictions,
+            namespaces=namespaces,
             filters=filters,
         )
 

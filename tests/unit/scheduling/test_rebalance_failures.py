@@ -22,6 +22,8 @@ from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.rebalance_shares import movable
 from promsched.scheduling.rebalancing import REFUSED_COOLDOWN_SECONDS
+from promsched.scheduling.schedulers import Scheduler
+from support.fake_apis import FakeSender
 from support.fake_prometheus import FakePrometheus
 from support.polling import eventually_async
 from support.rebalancing import (
@@ -222,3 +224,8 @@ def test_a_pod_outside_the_operators_namespaces_may_not_move() -> None:
         "its namespace is not among the operator's --namespaces"
     )
     assert movable(pod, policy().spec, None, time.time(), {}, None) is None
+
+
+def test_the_schedulers_namespaces_reach_its_rebalancer() -> None:
+    scheduler = Scheduler(FakeSender(), namespaces=frozenset({"ns"}))
+    assert scheduler.rebalancer.namespaces == frozenset({"ns"})
