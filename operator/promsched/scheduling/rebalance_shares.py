@@ -118,11 +118,11 @@ class PodShares:
         key = (pod.namespace, pod.name)
         if cpu:
             cores = self.usage.cpu.values.get(key)
-            observed = None if cores is None else 1000.0 * cores
-        else:
-            observed = self.usage.memory.values.get(key)
+            observed, basis = (None if cores is None else 1000.0 * cores), f"observed over {self.window}"
+        else:  # a working set is what is held now, not a rate over the window
+            observed, basis = self.usage.memory.values.get(key), "observed working set"
         if observed is not None:
-            return Share(100.0 * observed / allocatable, f"observed over {self.window}")
+            return Share(100.0 * observed / allocatable, basis)
         estimate = self.estimates.of(pod)
         resource = estimate.cpu if cpu else estimate.memory
         return Share(

@@ -11,7 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from promsched.metrics import PrometheusClient
+from promsched.metrics import PrometheusClient, plan_from_policy
+from promsched.metrics.usage_querying import PodUsage, ResourceUsage
+from promsched.scheduling.estimating import Estimates
+from promsched.scheduling.rebalance_plans import Share
+from promsched.scheduling.rebalance_shares import PodShares
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.rebalancing import (
     CPU_USAGE_QUERY_START,
@@ -23,6 +27,7 @@ from support.rebalancing import (
     policy,
     workload,
 )
+from support.snapshots import snapshot_of
 
 SUSTAINED = {"hot": 92.0, "cool": 20.0}
 
@@ -121,3 +126,18 @@ async def test_no_hot_node_asks_no_usage(prometheus: FakePrometheus, client: Pro
     assert plan is not None
     assert plan.hot == ()
     assert usage_queries(prometheus) == []
+
+
+def test_each_resource_is_observed_or_estimated_on_its_own() -> None:
+    # hot: 4 cores and 16Gi. web shows cpu (1 core) and no memory series; 4Gi is the working set of db.
+    web, db = workload("web", 800), workload("db", 400)
+    cache = hot_and_cool(web, db)
+    usage = PodUsage(ResourceUsage("", {("ns", "web"): 1.0}), ResourceUsage("", {("ns", "db"): 4.0 * 2**30}))
+    estimates = Estimates(snapshot_of(plan_from_policy(policy().spec), {"cpu": LOADS}, at=0.0), cache)
+    shares = PodShares(cache, usage, "5m", estimates)
+    assert shares.of(web, "cpu", "hot") == Share(25.0, "observed over 5m")
+    assert shares.of(web, "memory", "hot") == Share(100 * 64 / (16 * 1024), "estimate: 1 x request 64Mi")
+    assert shares.of(db, "cpu", "hot") == Share(10.0, "estimate: 1 x request 400m")
+    assert shares.of(db, "memory", "hot") == Share(25.0, "observed working set")
+    assert shares.of(web, "diskIO", "hot") is None  # no per-pod figure
+    assert shares.of(web, "cpu", "gone") is None
