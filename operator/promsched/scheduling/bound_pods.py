@@ -61,8 +61,9 @@ class BoundPods:
             logger=logger,
         )
 
-    async def follow(self, version: str) -> None:
-        """Watch from `version` (a pod list's resourceVersion) until cancelled."""
+    async def follow(self, version: str | None) -> None:
+        """Watch from `version` (a pod list's resourceVersion; None: list the pods again, then watch from
+        the current state) until cancelled."""
         await self.reflector.follow(version)
 
     async def _expired(self) -> str:

@@ -101,8 +101,8 @@ def _scaled_down(before: Resources, after: Resources) -> bool:
 
 class Intake:
     """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
-    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's background work;
-    it waits with `sleep` and tells time by `clock`."""
+    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's short background
+    work (a list); it waits with `sleep` and tells time by `clock`."""
 
     def __init__(
         self,
@@ -332,13 +332,14 @@ class Intake:
 
     # ----- lists ----------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """List every kind, then list them again every `resync_interval` seconds."""
+    async def start(self, supervise: Callable[[str, Callable[[], Awaitable[None]]], object]) -> None:
+        """List every kind, then list them again every `resync_interval` seconds. `supervise` runs the
+        long-lived tasks (the bound pods' watch, the periodic lists) and restarts them should they fail."""
         await self.sync()
         if self.bound_pods is not None:
-            self.spawn(self.bound_pods.follow(str(self.versions["pods"].listed_at)))
+            supervise("bound-pods-watch", self._follow_bound_pods(self.bound_pods))
         if self.resync_interval > 0:
-            self.spawn(self._resync_periodically())
+            supervise("resync", self._resync_periodically)
 
     async def sync(self, *, retry: bool = True) -> None:
         """List every kind once before the first cycle, so no pod is placed on a node whose existing
@@ -386,6 +387,17 @@ class Intake:
             if wait <= 0:
                 return
             await self.sleep(wait)
+
+    def _follow_bound_pods(self, bound_pods: BoundPods) -> Callable[[], Awaitable[None]]:
+        """The watch's first run starts from the initial list; a restart lists the pods again first, as
+        whatever the failed run left undelivered is in no watch's future."""
+        since: list[str | None] = [str(self.versions["pods"].listed_at)]
+
+        async def follow() -> None:
+            version, since[0] = since[0], None
+            await bound_pods.follow(version)
+
+        return follow
 
     async def _resync_periodically(self) -> None:
         while True:

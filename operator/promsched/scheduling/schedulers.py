@@ -308,7 +308,7 @@ class Scheduler:
             self.supervisor.start("rebalancer", self.rebalancer.run),
         ]
         try:
-            await self.intake.start()
+            await self.intake.start(self.supervisor.start)
             started.append(self.supervisor.start("scheduling-loop", self._schedule))
             await started[-1]
         finally:

@@ -20,6 +20,7 @@ from promsched.scheduling.intake import Intake
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where
 from promsched.scheduling.selectors import parse_label_selector
+from promsched.scheduling.supervising import Supervisor
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import (
@@ -95,6 +96,10 @@ class Background:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
         self.tasks.append(task)
         return task
+
+    def supervise(self, _name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        """The intake's `supervise`, without restarts: runs `work` once."""
+        return self(work())
 
     def stop(self) -> None:
         for task in self.tasks:
@@ -363,12 +368,34 @@ async def test_bound_pods_are_followed_from_the_first_pod_lists_version() -> Non
     setup = build(watcher=watcher)
     try:
         setup.serve("pods", 12, bound("running", 11))
-        await setup.intake.start()
+        await setup.intake.start(setup.background.supervise)
         await eventually_async(lambda: watcher.versions() == ["12"], what="the watch of bound pods")
         setup.intake.on_bound_pod("DELETED", bound("running", 13))
         assert "uid-running" not in setup.cache.counted
     finally:
         setup.background.stop()
+
+
+async def test_the_bound_pods_watch_restarted_after_a_failure_lists_the_pods_again() -> None:
+    # An unexpected error ends the watch's run; the supervisor starts it again, and the events the
+    # failed run never delivered are found by a list, not by a watch resumed past them.
+    watcher = ScriptedWatcher(([], RuntimeError("a handler's bug")))
+    setup = build(watcher=watcher)
+    supervisor = Supervisor(sleep=_no_pause)
+    try:
+        setup.serve("nodes", 10, node_object("n1", version="2"))
+        setup.serve("pods", 12)
+        await setup.intake.start(supervisor.start)  # the watch's task is started, yet to run
+        setup.serve("pods", 20, bound("missed", 15))
+        await eventually_async(lambda: watcher.versions() == ["12", None], what="the watch started anew")
+        await eventually_async(lambda: "uid-missed" in setup.cache.counted, what="the pods listed again")
+    finally:
+        await supervisor.close()
+        setup.background.stop()
+
+
+async def _no_pause(_seconds: float) -> None:
+    """The supervisor's pause before a restart, over at once."""
 
 
 async def test_a_pod_leaving_kopfs_watch_of_unbound_pods_is_counted_by_the_watch_of_bound_ones() -> None:
@@ -509,7 +536,7 @@ async def test_drift_is_counted_by_kind_once_no_watch_event_explains_it(
 ) -> None:
     setup.serve("nodes", 10, node_object("n1", version="2"), node_object("n2", version="3"))
     setup.serve("pods", 10, bound("lost", 4), bound("kept", 5))
-    await setup.intake.start()
+    await setup.intake.start(setup.background.supervise)
     before = {kind: drift(kind) for kind in ("nodes", "pods")}
     # The watch has missed n2's deletion and a new pod; the deletion of "lost" is merely in flight.
     setup.serve("nodes", 40, node_object("n1", version="2"))
@@ -553,7 +580,7 @@ async def test_no_drift_is_counted_when_a_pending_pods_deletion_races_a_relist()
 
 async def test_no_drift_is_counted_when_the_lists_agree(setup: Setup) -> None:
     setup.serve("nodes", 10, node_object("n1", version="2"))
-    await setup.intake.start()
+    await setup.intake.start(setup.background.supervise)
     before = drift("nodes")
     await setup.sleeping(RESYNC)
     setup.sleeps.end(RESYNC)
