@@ -290,25 +290,6 @@ class RebalancePlanning:
                         expected[plugin] = by_plugin[plugin].relieved(expected[plugin], share)
 
 
-def plan_rebalance(
-    thresholds: Sequence[Threshold],
-    sustained: Mapping[str, Mapping[str, float]],
-    current: Mapping[str, Mapping[str, float]],
-    candidates: Callable[[str], Sequence[PodInfo]],
-    share_of: ShareOf,
-    destination_of: Callable[[PodInfo], Destination],
-    limits: Limits,
-    window: str,
-) -> RebalancePlan:
-    """The whole plan at once, every move taken as made (what DryRun reports)."""
-    planning = RebalancePlanning(
-        thresholds, sustained, current, candidates, share_of, destination_of, limits, window
-    )
-    for _move in planning.moves():
-        pass
-    return planning.plan()
-
-
 def _expected(
     node: str, plugin: str, current: Mapping[str, Mapping[str, float]], hot: HotNode | None
 ) -> float:
