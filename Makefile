@@ -59,6 +59,14 @@ lock: $(VENV)/.lock-installed
 install-sandbox: venv
 	promsched sandbox install --with trimaran
 
+# The operator's image from the Dockerfile, built by buildah without a Docker daemon into promsched's own
+# container storage (~/.cache/promsched/containers), on a Debian base made locally by mmdebstrap.
+# Installs buildah, runc and mmdebstrap with apt if missing (root); its last line is the image's
+# reference with its digest.
+.PHONY: image
+image: venv
+	promsched sandbox image
+
 # Only what `promsched sandbox up` and the demo run: no helm, kube-scheduler or Trimaran, no test tools.
 install-demo: $(VENV)/.sandbox-installed
 	promsched sandbox install --only demo
