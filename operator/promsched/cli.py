@@ -28,6 +28,14 @@ def _sandbox_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sandbox_image(args: argparse.Namespace) -> int:
+    from promsched.sandbox import imaging
+
+    image = imaging.build(args.context)
+    print(image.reference)
+    return 0
+
+
 def _sandbox_up(args: argparse.Namespace) -> int:
     from promsched.sandbox import launching
 
@@ -327,6 +335,15 @@ def _sandbox_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "kube-scheduler, which the tests and benchmarks use)",
     )
     install.set_defaults(run=_sandbox_install)
+    image = actions.add_parser(
+        "image",
+        help="build the Dockerfile with buildah (no Docker daemon) into promsched's container storage; "
+        "prints the image's reference with its digest",
+    )
+    image.add_argument(
+        "--context", type=Path, default=Path("."), help="the repository's root (default: this folder)"
+    )
+    image.set_defaults(run=_sandbox_image)
     start = actions.add_parser("up", parents=[directory], help="start a sandbox")
     start.add_argument("--nodes", type=int, default=6, help="simulated nodes (default 6)")
     start.add_argument("--profiles", type=Path, help="YAML load profiles per node")
@@ -383,6 +400,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.operating.inspections import InspectError
     from promsched.operating.listening import StartupError
     from promsched.sandbox.clusters import SandboxError
+    from promsched.sandbox.imaging import ImageError
     from promsched.sandbox.installing import InstallError
     from promsched.sandbox.profiles import ProfileError
 
@@ -393,6 +411,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     except (
         SandboxError,
         InstallError,
+        ImageError,
         ProfileError,
         ConversionError,
         InspectError,

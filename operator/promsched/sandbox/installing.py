@@ -131,7 +131,11 @@ def _installed_debian_version(package: str) -> str | None:
     return words[-1]
 
 
-def install_debian(packages: tuple[DebianPackage, ...], report: Report) -> None:
+def install_debian(
+    packages: tuple[DebianPackage, ...],
+    report: Report,
+    purpose: str = "the sandbox's Prometheus and node_exporter",
+) -> None:
     missing = [p for p in packages if _installed_debian_version(p.package) is None]
     for package in packages:
         version = _installed_debian_version(package.package)
@@ -144,7 +148,7 @@ def install_debian(packages: tuple[DebianPackage, ...], report: Report) -> None:
         raise InstallError(
             f"missing Debian packages; run: sudo apt-get install --no-install-recommends {' '.join(specs)}"
         )
-    report(f"  apt-get install {' '.join(specs)} (the sandbox's Prometheus and node_exporter)")
+    report(f"  apt-get install {' '.join(specs)} ({purpose})")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     apt = ["apt-get", "install", "-y", "--no-install-recommends", *specs]
     if subprocess.run(apt, env=env, capture_output=True, check=False).returncode != 0:
