@@ -240,11 +240,13 @@ def build_base(storage: ContainerStorage, report: Report = _print) -> str:
 
 @dataclass(frozen=True)
 class BuiltImage:
-    """An image in storage: `tagged` names it, `digest` is its manifest's, as a registry serves it when
-    pushed without recompressing its layers (see `push`)."""
+    """An image in storage: `tagged` names it, `digest` is its manifest's there. A push writes a manifest
+    of its own (its digest is what `push` returns) for the same config, whose digest is `config_digest`
+    wherever the image goes."""
 
     tagged: str
     digest: str
+    config_digest: str
     size: int  # bytes, uncompressed
 
     @property
@@ -294,7 +296,12 @@ def bud_command(context: Path, tagged: str, arguments: Mapping[str, str]) -> lis
 
 def inspect(storage: ContainerStorage, reference: str) -> BuiltImage:
     facts = json.loads(storage.run("podman", "image", "inspect", "--format", "json", reference).stdout)[0]
-    return BuiltImage(tagged=reference, digest=facts["Digest"], size=int(facts["Size"]))
+    return BuiltImage(
+        tagged=reference,
+        digest=facts["Digest"],
+        config_digest=f"sha256:{facts['Id']}",
+        size=int(facts["Size"]),
+    )
 
 
 def build(context: Path, storage: ContainerStorage | None = None, report: Report = _print) -> BuiltImage:
@@ -318,8 +325,8 @@ def build(context: Path, storage: ContainerStorage | None = None, report: Report
 
 def push(storage: ContainerStorage, image: BuiltImage, destination: str, *, tls_verify: bool = True) -> str:
     """Copy the image to destination (a containers-transports name: docker://HOST/REPO:TAG,
-    oci-archive:PATH...). Layers go as stored, uncompressed, so the manifest and its digest are those
-    of `image`; returns the digest the destination holds."""
+    oci-archive:PATH...), its layers as stored (uncompressed); returns the digest of the manifest the
+    destination holds."""
     with tempfile.TemporaryDirectory(prefix="promsched-push-") as folder:
         digest_file = Path(folder) / "digest"
         storage.run(

@@ -120,7 +120,7 @@ def test_without_root_the_missing_tools_are_named_with_their_pinned_versions(
 def test_make_images_last_line_is_the_reference_with_its_digest(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    built = imaging.BuiltImage("localhost/promsched:0.1.0", "sha256:" + "ab" * 32, 1)
+    built = imaging.BuiltImage("localhost/promsched:0.1.0", "sha256:" + "ab" * 32, "sha256:" + "cd" * 32, 1)
     contexts: list[Path] = []
 
     def build(context: Path) -> imaging.BuiltImage:
