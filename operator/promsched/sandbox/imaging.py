@@ -74,10 +74,11 @@ BASE_REPOSITORY = "localhost/promsched-base"
 IMAGE_REPOSITORY = "localhost/promsched"
 
 # containers.conf for buildah and podman here: runc with cgroupfs (no systemd), no default ulimits
-# (raising them is not permitted in every container), events in a file (no journald).
+# (raising them is not permitted in every container), logs and events in files (no journald).
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = []
+log_driver = "k8s-file"
 
 [engine]
 runtime = "runc"
