@@ -310,6 +310,12 @@ def build(context: Path, storage: ContainerStorage | None = None, report: Report
     if not (context / "Dockerfile").is_file():
         raise ImageError(f"no Dockerfile in {context}: run this from the repository's root")
     install_tools(BUILD_PACKAGES, report)
+    if os.geteuid() != 0:
+        # mmdebstrap's root mode and buildah's storage as set up here need root; rootless buildah
+        # needs subordinate IDs that a fresh machine does not have.
+        raise ImageError(
+            "building the image needs root (mmdebstrap and buildah run as root here): sudo make image"
+        )
     storage = (storage or default_storage()).prepare()
     started = time.monotonic()
     report(f"promsched sandbox image: {context / 'Dockerfile'} -> {storage.root}")

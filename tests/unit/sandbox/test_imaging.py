@@ -117,6 +117,18 @@ def test_without_root_the_missing_tools_are_named_with_their_pinned_versions(
         assert f"{package.package}={package.version}" in message
 
 
+def test_without_root_the_build_stops_before_touching_any_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(imaging, "install_tools", lambda _packages, _report: None)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+
+    with pytest.raises(imaging.ImageError, match="needs root"):
+        imaging.build(REPO, imaging.ContainerStorage(tmp_path / "containers"))
+
+    assert not (tmp_path / "containers").exists()
+
+
 def test_make_images_last_line_is_the_reference_with_its_digest(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
