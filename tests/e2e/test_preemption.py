@@ -11,12 +11,14 @@ frees enough room by evicting its priority-20 pod alone (the priority-30 one is 
 from __future__ import annotations
 
 import json
+import re
+import urllib.request
 from typing import Any
 
 import pytest
 
 from promsched.sandbox.clusters import Sandbox
-from support.clusters import Cluster
+from support.clusters import Cluster, Operator
 from support.differential import CPU, HOSTNAME, create, failed_scheduling, in_nodes, pod
 from support.polling import eventually
 from support.preemption import found, preemption_note
@@ -200,3 +202,87 @@ def test_a_pod_that_cannot_preempt_is_told_why_in_kubes_words(
     )
     assert messages[("ours", "polite")] == messages[("kube", "polite")]
     sandbox.kubectl("delete", "priorityclass", never, "--ignore-not-found")
+
+
+def counter(operator: Operator, sample: str) -> float:
+    """A sample of the operator's /metrics (0 before it is first counted)."""
+    with urllib.request.urlopen(f"{operator.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+REFUSED = 'promsched_preemption_evictions_total{result="refused"}'
+ATTEMPTS = "promsched_preemption_attempts_total"
+
+
+def test_a_victim_its_budget_refuses_is_not_asked_again_and_keeps_no_disruption_mark(
+    sandbox: Sandbox, operator: Operator, cluster: Cluster
+) -> None:
+    """The preemptor fits on node-0 only by evicting a pod whose budget allows no disruption: the
+    Eviction API refuses it once, the victim's DisruptionTarget mark is taken back, and the preemptor's
+    retries send no other eviction until the budget allows one."""
+    cluster.policy(CPU)
+    low, high = f"{cluster.namespace}-p10", f"{cluster.namespace}-p1000"
+    create(cluster, priority_class(low, 10), priority_class(high, 1000))
+    try:
+        guarded = bound_pod(cluster, "guarded", "node-0", low, "3500m", {"app": "guarded"})
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": cluster.namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+        create(cluster, guarded, budget)
+        eventually(
+            lambda: json.loads(
+                sandbox.kubectl("get", "pdb", "-n", cluster.namespace, "guarded", "-o", "json").stdout
+            ).get("status", {}),
+            lambda status: status.get("currentHealthy") == 1 and status.get("disruptionsAllowed") == 0,
+            what="the disruption controller's count of the guarded pod",
+        )
+        refused = counter(operator, REFUSED)
+        urgent = pod(
+            cluster,
+            "urgent",
+            {},
+            cpu="2",
+            priorityClassName=high,
+            affinity={"nodeAffinity": in_nodes(HOSTNAME, "node-0")},
+        )
+        create(cluster, urgent)
+        eventually(lambda: counter(operator, REFUSED), lambda value: value == refused + 1, what="a refusal")
+        attempts = counter(operator, ATTEMPTS)
+        # Three more tries of the preemptor (each after its backoff), none of which asks again.
+        eventually(
+            lambda: counter(operator, ATTEMPTS), lambda value: value >= attempts + 3, what="the retries"
+        )
+        assert counter(operator, REFUSED) == refused + 1
+        pods = {p["metadata"]["name"]: p for p in cluster.pods()}
+        assert pods["urgent"]["status"].get("nominatedNodeName") == "node-0"
+        marks = [
+            condition
+            for condition in pods["guarded"]["status"].get("conditions", [])
+            if condition["type"] == "DisruptionTarget" and condition["status"] == "True"
+        ]
+        assert marks == []
+        assert not pods["guarded"]["metadata"].get("deletionTimestamp")
+        # The budget allows one disruption: the next try evicts the pod, and the preemptor lands.
+        sandbox.kubectl(
+            "patch",
+            "pdb",
+            "guarded",
+            "-n",
+            cluster.namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"minAvailable":0}}',
+        )
+        eventually(
+            lambda: cluster.node_of(),
+            lambda nodes: nodes.get("urgent") == "node-0" and "guarded" not in nodes,
+            timeout=120,
+            what="urgent bound where guarded was",
+        )
+    finally:
+        sandbox.kubectl("delete", "priorityclass", low, high, "--ignore-not-found")
