@@ -1,6 +1,8 @@
 # promsched's operator image: `promsched run`, as the Helm chart (charts/promsched) deploys it.
 #   docker build -t REGISTRY/promsched:0.1.0 \
 #     --build-arg REVISION="$(git rev-parse HEAD)" --build-arg SOURCE=https://REPOSITORY-URL .
+# Without Docker, `make image` builds this file with buildah, on a Debian bookworm base made by mmdebstrap
+# and passed as PYTHON_IMAGE (operator/promsched/sandbox/imaging.py).
 # The build stage installs the runtime dependencies from requirements/runtime.txt (pyproject.toml's
 # `dependencies`, locked by `make lock`; no extra), each file checked against its hash, and promsched
 # itself built by the locked build backend, into a virtual environment; the final stage copies only that
