@@ -67,7 +67,8 @@ install-sandbox: venv
 image: venv
 	promsched sandbox image
 
-# Only what `promsched sandbox up` and the demo run: no helm, kube-scheduler or Trimaran, no test tools.
+# Only what `promsched sandbox up` and the demo run (which `sandbox up` builds itself when missing): no helm,
+# kube-scheduler or Trimaran, no test tools.
 install-demo: $(VENV)/.sandbox-installed
 	promsched sandbox install --only demo
 
@@ -84,8 +85,9 @@ test-load: install-sandbox
 test: lint install-sandbox
 	pytest tests -q
 
-# A second `make demo` reuses the sandbox (and the scheduler) the first one started; `make demo-down` stops them.
-demo: install-demo
+# `sandbox up` builds what it runs (see install-demo). A second `make demo` reuses the sandbox and the scheduler
+# the first one started; `make demo-down` stops them.
+demo: $(VENV)/.sandbox-installed
 	promsched sandbox up --reuse --dir $(SANDBOX_DIR) --nodes $(DEMO_NODES) --profiles examples/sandbox/demo-profiles.yaml
 	promsched demo --dir $(SANDBOX_DIR)
 
