@@ -48,7 +48,7 @@ def _suffix() -> str:
 @pytest.fixture(scope="module")
 def built() -> tuple[imaging.ContainerStorage, imaging.BuiltImage]:
     try:
-        imaging.install_tools((*imaging.BUILD_PACKAGES, *imaging.RUN_PACKAGES))
+        imaging.install_tools((*imaging.BUILD_PACKAGES, *imaging.REGISTRY_PACKAGES))
     except (InstallError, imaging.ImageError) as error:
         if os.geteuid() == 0:
             raise  # root installs them (CI does): a failure to is the test's

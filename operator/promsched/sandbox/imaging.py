@@ -29,17 +29,17 @@ from promsched.sandbox.installing import install_debian
 
 Report = Callable[[str], None]
 
-# The tools, at Debian 12's versions (as the sandbox's Prometheus is pinned). crun is not used: it
-# needs cgroup v2 or setrlimit, which a container-in-a-VM machine may not allow; runc runs there.
+# The tools, at Debian 12's versions (as the sandbox's Prometheus is pinned): buildah builds, podman
+# inspects and runs. crun is not used: it needs cgroup v2 or setrlimit, which a container-in-a-VM
+# machine may not allow; runc runs there.
 BUILD_PACKAGES: tuple[DebianPackage, ...] = (
     DebianPackage("buildah", "1.28.2+ds1-3+deb12u1+b3", "buildah"),
+    DebianPackage("podman", "4.3.1+ds1-8+deb12u1+b3", "podman"),
     DebianPackage("runc", "1.1.5+ds1-1+deb12u1", "runc"),
     DebianPackage("mmdebstrap", "1.3.5-7", "mmdebstrap"),
 )
-# What runs the image and serves it from a registry on 127.0.0.1 (the image-from-chart test).
-RUN_PACKAGES: tuple[DebianPackage, ...] = (
-    DebianPackage("podman", "4.3.1+ds1-8+deb12u1+b3", "podman"),
-    DebianPackage("runc", "1.1.5+ds1-1+deb12u1", "runc"),
+# What serves the image from a registry on 127.0.0.1 (the image-from-chart test).
+REGISTRY_PACKAGES: tuple[DebianPackage, ...] = (
     DebianPackage("docker-registry", "2.8.2+ds1-1", "docker-registry"),
 )
 
@@ -160,9 +160,8 @@ def default_storage() -> ContainerStorage:
 
 def install_tools(packages: Sequence[DebianPackage], report: Report = _print) -> None:
     """Install the pinned Debian packages that are missing (as root), or name them."""
-    unique = tuple({package.package: package for package in packages}.values())
-    install_debian(unique, report, purpose="building and running the image")
-    missing = [p for p in unique if shutil.which(p.binary) is None]
+    install_debian(tuple(packages), report, purpose="building and running the image")
+    missing = [p for p in packages if shutil.which(p.binary) is None]
     if missing:
         names = " ".join(f"{p.package}={p.version}" for p in missing)
         raise ImageError(f"{', '.join(p.binary for p in missing)} not on PATH; install {names}")
