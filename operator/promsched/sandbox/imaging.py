@@ -217,7 +217,7 @@ def build_base(storage: ContainerStorage, report: Report = _print) -> str:
     try:
         root = Path(storage.run("buildah", "mount", container).stdout.strip())
         storage.run(*mmdebstrap_command(root), capture=False)
-        # As the python image: `python` and `pip` on PATH, a UTF-8 locale, python3 as the command.
+        # As the python image's config: a UTF-8 locale, the interpreter as the command.
         storage.run(
             "buildah",
             "config",
