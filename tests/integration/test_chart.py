@@ -26,7 +26,7 @@ from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.supervising import Supervisor
 from support.chart_values import installable
-from support.clusters import OPERATOR, Operator
+from support.clusters import OPERATOR, Operator, pod_manifest
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -522,24 +522,6 @@ def _policy(name: str, prometheus_url: str, namespace: str, secret: str) -> dict
     }
 
 
-def _pod(name: str, namespace: str, scheduler: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ],
-        },
-    }
-
-
 def _get(sandbox: Sandbox, *args: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(sandbox.kubectl("get", *args, "-o", "json").stdout)
     return found
@@ -587,8 +569,8 @@ def test_the_operator_schedules_with_nothing_but_the_charts_permissions(
             sandbox,
             _policy(withheld, sandbox.prometheus_url, identity.secrets_namespace, identity.withheld_secret),
         )
-        _apply(sandbox, _pod("fits", work, granted, "100m"))
-        _apply(sandbox, _pod("too-big", work, granted, "1000"))
+        _apply(sandbox, pod_manifest("fits", work, granted, cpu="100m"))
+        _apply(sandbox, pod_manifest("too-big", work, granted, cpu="1000"))
 
         # Bound through pods/binding, announced by an events.k8s.io/v1 event (as kube-scheduler's).
         node = eventually(

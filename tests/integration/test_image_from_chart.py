@@ -30,6 +30,7 @@ from promsched.sandbox import imaging
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.installing import InstallError
 from promsched.sandbox.supervising import Supervisor
+from support.clusters import pod_manifest
 from support.dockerfiles import REPO, lock_pins, normalized
 from support.podman_pods import PodIdentity, podman_run_arguments, port_number, write_service_account_files
 from support.polling import eventually
@@ -226,24 +227,6 @@ def _policy(name: str, prometheus_url: str) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "100m"}},
-                }
-            ],
-        },
-    }
-
-
 def test_the_charts_deployment_runs_the_image_from_the_registry(
     sandbox: Sandbox,
     release: Release,
@@ -312,7 +295,7 @@ def test_the_charts_deployment_runs_the_image_from_the_registry(
             what="the work namespace's default ServiceAccount",
         )
         sandbox.kubectl("apply", "-f", "-", input=json.dumps(_policy(policy, sandbox.prometheus_url)))
-        sandbox.kubectl("apply", "-f", "-", input=json.dumps(_pod("placed", work, policy)))
+        sandbox.kubectl("apply", "-f", "-", input=json.dumps(pod_manifest("placed", work, policy)))
         node = eventually(
             lambda: _kubectl_json(sandbox, "get", "pod", "placed", "-n", work)["spec"].get("nodeName"),
             bool,

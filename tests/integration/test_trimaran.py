@@ -24,6 +24,7 @@ import yaml
 from promsched.sandbox import launching
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.peers import SCHEDULER_NAMES, TrimaranPlugin, start_trimaran
+from support.clusters import pod_manifest
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -55,20 +56,6 @@ def skewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         launching.down(directory / "sandbox")
 
 
-def _pod(name: str, namespace: str, scheduler_name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": scheduler_name,
-            "containers": [
-                {"name": "c", "image": "app", "resources": {"requests": {"cpu": "200m", "memory": "64Mi"}}}
-            ],
-        },
-    }
-
-
 @pytest.mark.parametrize("plugin", list(EXPECTED_NODE))
 def test_trimaran_places_by_the_metrics_it_reads_from_prometheus(
     skewed: Sandbox, plugin: TrimaranPlugin
@@ -77,7 +64,7 @@ def test_trimaran_places_by_the_metrics_it_reads_from_prometheus(
     skewed.kubectl("create", "namespace", namespace)
     trimaran = start_trimaran(skewed, plugin)
     try:
-        pod = _pod("probe", namespace, SCHEDULER_NAMES[plugin])
+        pod = pod_manifest("probe", namespace, SCHEDULER_NAMES[plugin], cpu="200m", image="app")
         skewed.kubectl("create", "-f", "-", input=json.dumps(pod))
         node = eventually(
             lambda: (

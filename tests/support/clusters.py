@@ -11,6 +11,38 @@ from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.supervising import Supervisor
 
 OPERATOR = "promsched-e2e"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def pod_manifest(
+    name: str,
+    namespace: str,
+    scheduler: str,
+    *,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    image: str = PAUSE_IMAGE,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod to create on the sandbox, one container asking for `cpu` and `memory`; `spec` adds or
+    replaces spec fields (camelCase, as in the API)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            **({"labels": labels} if labels is not None else {}),
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {"name": "c", "image": image, "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
+            **spec,
+        },
+    }
 
 
 class Operator:
@@ -71,22 +103,15 @@ class Cluster:
         self, name: str, *, cpu: str = "100m", memory: str = "64Mi", scheduler: str | None = None, **spec: Any
     ) -> None:
         self.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": self.namespace, "labels": {"e2e": "true"}},
-                "spec": {
-                    "schedulerName": scheduler or self.scheduler_name,
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ],
-                    **spec,
-                },
-            }
+            pod_manifest(
+                name,
+                self.namespace,
+                scheduler or self.scheduler_name,
+                cpu=cpu,
+                memory=memory,
+                labels={"e2e": "true"},
+                **spec,
+            )
         )
 
     def pods(self) -> list[dict[str, Any]]:

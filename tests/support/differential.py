@@ -13,7 +13,7 @@ import yaml
 
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.supervising import Supervisor
-from support.clusters import Cluster
+from support.clusters import Cluster, pod_manifest
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -48,22 +48,9 @@ def running_kube_scheduler(sandbox: Sandbox) -> Iterator[str]:
 def pod(
     cluster: Cluster, name: str, labels: dict[str, str], scheduler: str = "", cpu: str = "100m", **spec: Any
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels},
-        "spec": {
-            "schedulerName": scheduler or cluster.scheduler_name,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ],
-            **spec,
-        },
-    }
+    return pod_manifest(
+        name, cluster.namespace, scheduler or cluster.scheduler_name, cpu=cpu, labels=labels, **spec
+    )
 
 
 def create(cluster: Cluster, *documents: dict[str, Any]) -> None:
