@@ -4,7 +4,6 @@ it, and a series patch only after its Event exists (created again if gone), as c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
 from promsched.kube.requests import Request
@@ -12,6 +11,7 @@ from promsched.scheduling.binding import Binder
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue
+from support.background import Background
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import pod_object
@@ -20,32 +20,23 @@ MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."
 
 
 class Harness:
-    """A binder whose background writes run as tasks the test waits for, its recorder on `clock`."""
+    """A binder whose writes run in `background`, which the test settles, its recorder on `clock`."""
 
     def __init__(self, sender: FakeSender | None = None) -> None:
         self.sender = sender or FakeSender()
-        self.tasks: list[asyncio.Task[None]] = []
+        self.background = Background()
         self.pod = PodInfo.from_object(pod_object("huge", cpu="64"))
         self.binder = Binder(
-            self.sender, ClusterCache(), SchedulingQueue(), {self.pod.uid: self.pod}, spawn=self.spawn
+            self.sender, ClusterCache(), SchedulingQueue(), {self.pod.uid: self.pod}, spawn=self.background
         )
         self.clock = Clock(1_700_000_000.0)
         self.binder.events.clock = self.clock
-
-    def spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self.tasks.append(task)
-        return task
-
-    async def settle(self) -> None:
-        while not all(task.done() for task in self.tasks):
-            await asyncio.wait(self.tasks)
 
     async def fail(self, times: int) -> None:
         """`times` failures of the pod a minute apart, each one's writes sent before the next."""
         for _ in range(times):
             self.binder.report_unschedulable(self.pod, MESSAGE, "promsched")
-            await self.settle()
+            await self.background.settle()
             self.clock.advance(60)
 
     def event_writes(self) -> list[tuple[str, str, Any]]:
@@ -80,14 +71,14 @@ async def test_the_six_minute_sweep_writes_the_final_count_of_an_idle_series() -
     harness = Harness()
     await harness.fail(4)
     harness.binder.finish_events()
-    await harness.settle()
+    await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2]  # not idle long enough yet
     harness.clock.advance(6 * 60)
     harness.binder.finish_events()
-    await harness.settle()
+    await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2, 4]
     harness.binder.finish_events()
-    await harness.settle()
+    await harness.background.settle()
     assert len(harness.event_writes()) == 3  # finished: written once
 
 
@@ -95,7 +86,7 @@ async def test_a_pod_that_is_bound_or_gone_has_its_series_final_count_written() 
     harness = Harness()
     await harness.fail(3)
     harness.binder.forget(harness.pod.uid)
-    await harness.settle()
+    await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2, 3]
 
 
@@ -134,7 +125,7 @@ async def test_a_series_patch_waits_for_its_events_create_and_one_still_waiting_
         await asyncio.sleep(0)
     assert [request.method for request in sender.sent if "/events" in request.path] == []
     sender.gate.set()
-    await harness.settle()
+    await harness.background.settle()
     name = harness.event_writes()[0][1]
     assert harness.event_writes() == [("POST", name, 2), ("PATCH", name, 3)]
 
@@ -145,7 +136,7 @@ async def test_a_series_patch_that_finds_its_event_gone_creates_it_with_the_coun
     [(_, name, _), *_] = harness.event_writes()
     harness.sender.fail[f"/events/{name}"] = 404  # deleted, or past the event TTL
     harness.binder.refresh_events()
-    await harness.settle()
+    await harness.background.settle()
     assert harness.event_writes() == [
         ("POST", name, None),
         ("PATCH", name, 2),

@@ -21,6 +21,7 @@ from promsched.scheduling.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue, Where
 from promsched.scheduling.selectors import parse_label_selector
 from promsched.scheduling.supervising import Supervisor
+from support.background import Background
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import (
@@ -86,24 +87,12 @@ class Sleeps:
                 future.set_result(None)
 
 
-class Background:
-    """The intake's `spawn`: tasks the test can wait for."""
-
-    def __init__(self) -> None:
-        self.tasks: list[asyncio.Task[None]] = []
-
-    def __call__(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.ensure_future(work)
-        self.tasks.append(task)
-        return task
+class SupervisedBackground(Background):
+    """The intake's `spawn` and `supervise`: tasks the test can wait for."""
 
     def supervise(self, _name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         """The intake's `supervise`, without restarts: runs `work` once."""
         return self(work())
-
-    def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
 
 
 @dataclass
@@ -111,7 +100,7 @@ class Setup:
     intake: Intake
     server: ListServer
     sleeps: Sleeps
-    background: Background
+    background: SupervisedBackground
     refused: list[str]
 
     @property
@@ -139,7 +128,7 @@ class Setup:
 
 def build(**options: Any) -> Setup:
     server = ListServer(page_size=2)
-    sleeps, background, refused = Sleeps(), Background(), []
+    sleeps, background, refused = Sleeps(), SupervisedBackground(), []
     queue = SchedulingQueue()
     intake = Intake(
         server,

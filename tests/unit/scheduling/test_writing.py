@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
 from promsched.scheduling import telemetry
 from promsched.scheduling.writing import WriteQueue
+from support.background import Background
 
 
 def condition(pod: str, message: str) -> Request:
@@ -20,28 +20,19 @@ def dropped(kind: str) -> float:
 
 
 class Writes:
-    """A WriteQueue whose workers run as tasks the test can wait for."""
+    """A WriteQueue whose workers run in `background`, which the test can settle."""
 
     def __init__(self, fail: str = "", **options: int) -> None:
         self.sent: list[str] = []
-        self.tasks: list[asyncio.Task[None]] = []
+        self.background = Background()
         self.fail = fail
-        self.queue = WriteQueue(self.send, self.spawn, **options)
+        self.queue = WriteQueue(self.send, self.background, **options)
 
     async def send(self, request: Request) -> None:
         await asyncio.sleep(0)
         self.sent.append(request.body["message"])
         if request.body["message"] == self.fail:
             raise ApiError(request, 500, "InternalError", "boom")
-
-    def spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self.tasks.append(task)
-        return task
-
-    async def settle(self) -> None:
-        while not all(task.done() for task in self.tasks):
-            await asyncio.wait(self.tasks)
 
 
 async def test_a_newer_write_for_the_same_object_replaces_the_pending_one_in_its_place() -> None:
@@ -52,7 +43,7 @@ async def test_a_newer_write_for_the_same_object_replaces_the_pending_one_in_its
     queue.submit("condition", "ns/a", condition("a", "second"))
     assert len(queue) == 2
     assert queue.coalesced == 1
-    await writes.settle()
+    await writes.background.settle()
     assert writes.sent == ["second", "only"]
     assert queue.active == 0  # the worker ended with the work
 
@@ -67,15 +58,15 @@ async def test_a_full_queue_drops_new_writes_and_counts_them_by_kind() -> None:
     assert queue.submit("condition", "ns/a", condition("a", "4"))  # coalescing needs no room
     assert queue.dropped == {"event": 1}
     assert dropped("event") == before + 1
-    await writes.settle()
+    await writes.background.settle()
 
 
 async def test_at_most_the_workers_send_at_once_and_a_failed_write_does_not_stop_them() -> None:
     writes = Writes(fail="boom", workers=2)
     for index, message in enumerate(["boom", "two", "three", "four"]):
         writes.queue.submit("condition", f"ns/{index}", condition(str(index), message))
-    assert len(writes.tasks) == 2
-    await writes.settle()
+    assert len(writes.background.tasks) == 2
+    await writes.background.settle()
     assert sorted(writes.sent) == ["boom", "four", "three", "two"]
 
 
