@@ -29,7 +29,7 @@ from promsched.metrics.identifying import NodeDirectory
 from promsched.metrics.planning import Plan, endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusEndpoint, SecretReader
-from promsched.metrics.refreshing import Refresher, RefreshObserver
+from promsched.metrics.refreshing import Refresher, RefreshObserver, TaskStarter
 from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
@@ -51,6 +51,8 @@ class HostNotAllowed(ValueError):
 
 
 class RefresherFactory(Protocol):
+    """What makes a policy's Refresher; `run_task` starts its refresh loop (None: a plain task)."""
+
     def __call__(
         self,
         plan: Plan,
@@ -58,6 +60,7 @@ class RefresherFactory(Protocol):
         nodes: Callable[[], NodeDirectory],
         *,
         observer: RefreshObserver,
+        run_task: TaskStarter | None,
     ) -> Refresher: ...
 
 
@@ -206,6 +209,7 @@ class PolicyRuntimes:
         read_secret: SecretReader | None = None,
         allowed_hosts: frozenset[str] | None = None,
         refresher_factory: RefresherFactory = Refresher,
+        run_task: TaskStarter | None = None,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -214,6 +218,7 @@ class PolicyRuntimes:
         self.read_secret = read_secret
         self.allowed_hosts = allowed_hosts
         self.refresher_factory = refresher_factory
+        self.run_task = run_task
         self.kube_scheduler = KubeSchedulerCheck(sender)
         self.policies: dict[str, PolicyRuntime] = {}
         self.owners: dict[str, PolicyRuntime] = {}  # scheduler name -> the policy serving it
@@ -274,7 +279,11 @@ class PolicyRuntimes:
         self.cache.placement_memory = max(self.cache.placement_memory, herd_memory_seconds(plan))
         if runtime.refresher is None:
             runtime.refresher = self.refresher_factory(
-                plan, endpoint, self.cache.directory, observer=_PolicyObserver(self, runtime)
+                plan,
+                endpoint,
+                self.cache.directory,
+                observer=_PolicyObserver(self, runtime),
+                run_task=self.run_task,
             )
             runtime.refreshing_since = time.time()
         else:

@@ -11,22 +11,19 @@ Every policy is one scheduler name; one loop serves them all from one queue. A c
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
 from promsched.api.annotations import encode_decision
 from promsched.api.fields import Mode
 from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import SupportsSend
-from promsched.metrics.identifying import NodeDirectory
-from promsched.metrics.planning import Plan
-from promsched.metrics.querying import PrometheusEndpoint, SecretReader
-from promsched.metrics.refreshing import Refresher, RefreshObserver, TaskStarter
+from promsched.metrics.querying import SecretReader
+from promsched.metrics.refreshing import Refresher
 from promsched.scheduling import telemetry
 from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
 from promsched.scheduling.caches import ClusterCache
@@ -44,7 +41,7 @@ from promsched.scheduling.preempting import nominated_node
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.rebalancing import Rebalancer
 from promsched.scheduling.recording import LazyDecision
-from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, has_refreshed
+from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
 from promsched.scheduling.supervising import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -60,20 +57,6 @@ EVENT_FLUSH_SECONDS = 5.0
 SHADOWED_KEPT = 10_000
 
 
-class SupervisedRefresherFactory(Protocol):
-    """What makes a policy's Refresher; `run_task` starts its refresh loop (the supervisor's `start`)."""
-
-    def __call__(
-        self,
-        plan: Plan,
-        endpoint: PrometheusEndpoint,
-        nodes: Callable[[], NodeDirectory],
-        *,
-        observer: RefreshObserver,
-        run_task: TaskStarter,
-    ) -> Refresher: ...
-
-
 class Scheduler:
     def __init__(
         self,
@@ -86,7 +69,7 @@ class Scheduler:
         rng: random.Random | None = None,
         bind_concurrency: int = BIND_CONCURRENCY,
         resync_interval: float = RESYNC_INTERVAL,
-        refresher_factory: SupervisedRefresherFactory = Refresher,
+        refresher_factory: RefresherFactory = Refresher,
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
         rebalance_evictions: bool = True,
         bind_timeout: float = BIND_TIMEOUT_SECONDS,
@@ -114,8 +97,8 @@ class Scheduler:
             on_snapshot=self._snapshot_taken,
             read_secret=read_secret,
             allowed_hosts=allowed_prometheus_hosts,
-            # Each policy's refresh loop is a supervised task.
-            refresher_factory=functools.partial(refresher_factory, run_task=self.supervisor.start),
+            refresher_factory=refresher_factory,
+            run_task=self.supervisor.start,  # each policy's refresh loop is a supervised task
         )
         self.intake = Intake(
             sender,
