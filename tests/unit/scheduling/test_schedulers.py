@@ -96,6 +96,19 @@ async def cycle(scheduler: Scheduler) -> None:
     await settle(scheduler)
 
 
+async def failed_huge_pod(scheduler: Scheduler) -> dict[str, Any]:
+    """`huge`, a pod no node fits, added and failed by one scheduling cycle."""
+    huge = pod_object("huge", cpu="64")
+    scheduler.on_pod("ADDED", huge)
+    await cycle(scheduler)
+    return huge
+
+
+def series_counts(sender: FakeSender) -> list[int]:
+    """The counts of the event series patches sent, in order."""
+    return [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
+
+
 async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
@@ -487,9 +500,7 @@ async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_po
 async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one_condition_patch(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    huge = pod_object("huge", cpu="64")
-    scheduler.on_pod("ADDED", huge)
-    await cycle(scheduler)
+    huge = await failed_huge_pod(scheduler)
     [condition] = [body["status"]["conditions"][0] for body in sender.bodies("/pods/huge/status")]
     # The API server now holds the condition, and the watch says so.
     scheduler.on_pod("MODIFIED", {**huge, "status": {"phase": "Pending", "conditions": [condition]}})
@@ -499,14 +510,12 @@ async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one
     await settle(scheduler)
     assert len(sender.bodies("/pods/huge/status")) == 1  # nothing changed: no more patches
     created = [r for r in sender.sent if r.method == "POST" and r.path.endswith("/events")]
-    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
     assert len(created) == 1
     assert created[0].path == "/apis/events.k8s.io/v1/namespaces/ns/events"
-    assert series == [2]
+    assert series_counts(sender) == [2]
     scheduler.binder.refresh_events()
     await settle(scheduler)
-    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
-    assert series == [2, 6]
+    assert series_counts(sender) == [2, 6]
 
 
 async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_transition_time(
@@ -573,14 +582,11 @@ def test_a_decisions_record_keeps_only_the_nodes_it_shows(chosen: str | None) ->
 async def test_closing_writes_the_event_counts_the_api_server_lacks(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    huge = pod_object("huge", cpu="64")
-    scheduler.on_pod("ADDED", huge)
-    await cycle(scheduler)
+    await failed_huge_pod(scheduler)
     pod = scheduler.pending["uid-huge"]
     for _ in range(3):
         scheduler.binder.report_unschedulable(
             pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched"
         )
     await scheduler.close()
-    series = [r.body["series"]["count"] for r in sender.sent if r.method == "PATCH" and "/events/" in r.path]
-    assert series == [4]  # the patch of count 2 still waited: the newer count replaced it
+    assert series_counts(sender) == [4]  # the patch of count 2 still waited: the newer count replaced it
