@@ -26,7 +26,7 @@ from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.supervising import Supervisor
 from support.chart_values import installable
-from support.clusters import OPERATOR, Operator, pod_manifest
+from support.clusters import OPERATOR, Operator, pod_manifest, policy_manifest
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -504,22 +504,8 @@ def _apply(sandbox: Sandbox, document: dict[str, Any]) -> None:
 
 
 def _policy(name: str, prometheus_url: str, namespace: str, secret: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "promsched.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": name,
-            "prometheus": {
-                "url": prometheus_url,
-                "timeout": "5s",
-                "auth": {"bearerToken": {"namespace": namespace, "name": secret, "key": "token"}},
-            },
-            "refreshInterval": "2s",
-            "staleAfter": "1m",
-            "plugins": [{"name": "cpu", "weight": 1, "timeRange": "1m"}],
-        },
-    }
+    bearer = {"bearerToken": {"namespace": namespace, "name": secret, "key": "token"}}
+    return policy_manifest(name, name, prometheus_url, auth=bearer, staleAfter="1m")
 
 
 def _get(sandbox: Sandbox, *args: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from promsched.sandbox import imaging
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.installing import InstallError
 from promsched.sandbox.supervising import Supervisor
-from support.clusters import pod_manifest
+from support.clusters import pod_manifest, policy_manifest
 from support.dockerfiles import REPO, lock_pins, normalized
 from support.podman_pods import PodIdentity, podman_run_arguments, port_number, write_service_account_files
 from support.polling import eventually
@@ -213,20 +213,6 @@ def _probe_url(container: dict[str, Any], probe: dict[str, Any]) -> str:
     return f"http://127.0.0.1:{port_number(container, get['port'])}{get['path']}"
 
 
-def _policy(name: str, prometheus_url: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "promsched.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": name,
-            "prometheus": {"url": prometheus_url, "timeout": "5s"},
-            "refreshInterval": "2s",
-            "plugins": [{"name": "cpu", "weight": 1, "timeRange": "1m"}],
-        },
-    }
-
-
 def test_the_charts_deployment_runs_the_image_from_the_registry(
     sandbox: Sandbox,
     release: Release,
@@ -294,7 +280,9 @@ def test_the_charts_deployment_runs_the_image_from_the_registry(
             lambda code: code == 0,
             what="the work namespace's default ServiceAccount",
         )
-        sandbox.kubectl("apply", "-f", "-", input=json.dumps(_policy(policy, sandbox.prometheus_url)))
+        sandbox.kubectl(
+            "apply", "-f", "-", input=json.dumps(policy_manifest(policy, policy, sandbox.prometheus_url))
+        )
         sandbox.kubectl("apply", "-f", "-", input=json.dumps(pod_manifest("placed", work, policy)))
         node = eventually(
             lambda: _kubectl_json(sandbox, "get", "pod", "placed", "-n", work)["spec"].get("nodeName"),

@@ -45,6 +45,32 @@ def pod_manifest(
     }
 
 
+def policy_manifest(
+    name: str,
+    scheduler: str,
+    prometheus_url: str,
+    *,
+    plugins: list[dict[str, Any]] | None = None,
+    auth: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A SchedulingPolicy to apply on the sandbox, refreshing every 2 s (default plugin: cpu over 1m);
+    `auth` is its Prometheus auth, `spec` adds or replaces spec fields (camelCase, as in the API)."""
+    prometheus = {"url": prometheus_url, "timeout": "5s", **({"auth": auth} if auth else {})}
+    return {
+        "apiVersion": "promsched.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler,
+            "prometheus": prometheus,
+            "refreshInterval": "2s",
+            "plugins": [{"name": "cpu", "weight": 1, "timeRange": "1m"}] if plugins is None else plugins,
+            **spec,
+        },
+    }
+
+
 class Operator:
     """`promsched run` as a sandbox process; `url` serves /metrics, /healthz and /readyz."""
 
@@ -80,21 +106,14 @@ class Cluster:
 
     def policy(self, plugins: list[dict[str, Any]], **spec: Any) -> str:
         name = f"{self.scheduler_name}-{len(self.policies)}"
-        body = {
-            "schedulerName": self.scheduler_name,
-            "prometheus": {"url": self.sandbox.prometheus_url, "timeout": "5s"},
-            "refreshInterval": "2s",
-            "staleAfter": "1m",
-            "plugins": plugins,
-            **spec,
-        }
         self.apply(
-            {
-                "apiVersion": "promsched.io/v1alpha1",
-                "kind": "SchedulingPolicy",
-                "metadata": {"name": name},
-                "spec": body,
-            }
+            policy_manifest(
+                name,
+                self.scheduler_name,
+                self.sandbox.prometheus_url,
+                plugins=plugins,
+                **{"staleAfter": "1m", **spec},
+            )
         )
         self.policies.append(name)
         return name
