@@ -150,13 +150,7 @@ def test_a_node_hot_for_sustained_for_sheds_a_pod_to_a_cool_node_within_its_budg
                 "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
             }
         )
-        eventually(
-            lambda: json.loads(
-                sandbox.kubectl("get", "pdb", "web", "-n", cluster.namespace, "-o", "json").stdout
-            ).get("status", {}),
-            lambda status: status.get("observedGeneration") and status.get("disruptionsAllowed") == 0,
-            what="the PodDisruptionBudget's status",
-        )
+        cluster.budget_allowing("web", 0)
         apply_policy(cluster, "Enforce", 70, policy)
         refused = eventually(
             lambda: rebalance_status(cluster, policy),

@@ -9,7 +9,6 @@ trying (and being refused) when the API server becomes unreachable.
 
 from __future__ import annotations
 
-import json
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -86,15 +85,6 @@ def credentials(sandbox: Sandbox, cluster: Cluster, tmp_path: Path) -> Iterator[
         yield Credentials(tmp_path)
     finally:
         sandbox.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
-
-
-@pytest.fixture
-def proxy(sandbox: Sandbox) -> Iterator[StallingProxy]:
-    relay = StallingProxy(("127.0.0.1", sandbox.state.ports["apiserver"]))
-    try:
-        yield relay
-    finally:
-        relay.close()
 
 
 @pytest.fixture
@@ -202,13 +192,7 @@ def test_rebalancing_goes_on_after_an_eviction_and_a_token_renewal_fail_mid_cycl
     cluster.apply(pod)
     cluster.apply(replica_set)
     cluster.apply(budget)
-    eventually(
-        lambda: json.loads(
-            sandbox.kubectl("get", "pdb", "web", "-n", cluster.namespace, "-o", "json").stdout
-        ).get("status", {}),
-        lambda status: status.get("observedGeneration") and status.get("disruptionsAllowed") == 0,
-        what="the PodDisruptionBudget's status",
-    )
+    cluster.budget_allowing("web", 0)
     before = sandbox.profiles()[HOT_NODE]
     sandbox.set_load(HOT_NODE, cpu=95)
     try:

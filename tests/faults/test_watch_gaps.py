@@ -54,15 +54,6 @@ def ready_without_taints(sandbox: Sandbox, names: list[str]) -> bool:
 
 
 @pytest.fixture
-def proxy(sandbox: Sandbox) -> Iterator[StallingProxy]:
-    relay = StallingProxy(("127.0.0.1", sandbox.state.ports["apiserver"]))
-    try:
-        yield relay
-    finally:
-        relay.close()
-
-
-@pytest.fixture
 def through_proxy(
     sandbox: Sandbox, operator: Operator, proxy: StallingProxy, tmp_path: Path
 ) -> Iterator[Operator]:

@@ -9,6 +9,7 @@ from typing import Any
 from promsched.sandbox.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.supervising import Supervisor
+from support.polling import eventually
 
 OPERATOR = "promsched-e2e"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -103,6 +104,19 @@ class Cluster:
 
     def apply(self, document: dict[str, Any]) -> None:
         self.sandbox.kubectl("apply", "-f", "-", input=json.dumps(document))
+
+    def budget_allowing(self, name: str, disruptions: int) -> None:
+        """Wait until the disruption controller has computed PodDisruptionBudget `name`'s status and it
+        allows `disruptions` (until then the Eviction API refuses on a status it has not written)."""
+        eventually(
+            lambda: json.loads(
+                self.sandbox.kubectl("get", "pdb", name, "-n", self.namespace, "-o", "json").stdout
+            ).get("status", {}),
+            lambda status: (
+                status.get("observedGeneration") and status.get("disruptionsAllowed") == disruptions
+            ),
+            what=f"PodDisruptionBudget {name}'s status",
+        )
 
     def policy(self, plugins: list[dict[str, Any]], **spec: Any) -> str:
         name = f"{self.scheduler_name}-{len(self.policies)}"

@@ -20,8 +20,10 @@ from promsched.scheduling import rebalancing
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.nodes import NodeInfo
 from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.rebalance_plans import RebalancePlan
 from promsched.scheduling.rebalance_shares import movable
 from promsched.scheduling.rebalancing import REFUSED_COOLDOWN_SECONDS
+from promsched.scheduling.runtimes import PolicyRuntime
 from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.fake_prometheus import FakePrometheus
@@ -55,6 +57,19 @@ def big_and_small() -> list[PodInfo]:
 API_SERVER = aiohttp.client_reqrep.ConnectionKey("api", 443, True, True, None, None, None)
 
 
+async def cycle_with_big_evictions_failing(
+    client: PrometheusClient, error: BaseException
+) -> tuple[Harness, PolicyRuntime, RebalancePlan]:
+    """One cycle over a hot node holding "big" and "small", where evicting "big" raises `error`."""
+    sender = BreakingSender()
+    sender.errors["/big/eviction"] = error
+    harness = Harness(hot_and_cool(*big_and_small()), client, sender)
+    runtime = harness.runtime(policy(), LOADS)
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    return harness, runtime, plan
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -66,12 +81,7 @@ API_SERVER = aiohttp.client_reqrep.ConnectionKey("api", 443, True, True, None, N
 async def test_an_eviction_never_sent_is_blocked_and_the_next_candidate_goes(
     client: PrometheusClient, error: BaseException
 ) -> None:
-    sender = BreakingSender()
-    sender.errors["/big/eviction"] = error
-    harness = Harness(hot_and_cool(*big_and_small()), client, sender)
-    runtime = harness.runtime(policy(), LOADS)
-    plan = await harness.rebalancer.cycle(runtime)
-    assert plan is not None
+    harness, runtime, plan = await cycle_with_big_evictions_failing(client, error)
     assert harness.evictions() == [EVICT_BIG, EVICT_SMALL]
     assert [move.pod.name for move in plan.moves] == ["small"]
     [blocked] = runtime.status.to_status()["rebalance"]["blocked"]
@@ -93,12 +103,7 @@ async def test_an_eviction_lost_on_the_way_is_blocked_and_spends_the_nodes_limit
     client: PrometheusClient, error: BaseException
 ) -> None:
     # The API server may have evicted the pod before the answer was lost: maxEvictionsPerNode 1 holds.
-    sender = BreakingSender()
-    sender.errors["/big/eviction"] = error
-    harness = Harness(hot_and_cool(*big_and_small()), client, sender)
-    runtime = harness.runtime(policy(), LOADS)
-    plan = await harness.rebalancer.cycle(runtime)
-    assert plan is not None
+    harness, runtime, plan = await cycle_with_big_evictions_failing(client, error)
     assert harness.evictions() == [EVICT_BIG]
     assert plan.moves == ()
     assert harness.announced == []
