@@ -14,6 +14,7 @@ from promsched.api.policies import SchedulingPolicy
 from promsched.kube.requests import Request
 from promsched.metrics import PrometheusClient, plan_from_policy
 from promsched.metrics.identifying import UNAME_QUERY
+from promsched.metrics.refreshing import RefreshObserver
 from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.usage_querying import CPU_USAGE_METRIC, MEMORY_USAGE_METRIC
@@ -49,6 +50,7 @@ class StillRefresher:
     def __init__(self, snapshot: Snapshot, client: PrometheusClient) -> None:
         self.latest = snapshot
         self.client = client
+        self.observer = RefreshObserver()
 
     def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
         return ScoreMemo()

@@ -204,6 +204,11 @@ class Refresher:
         return self._client
 
     @property
+    def observer(self) -> RefreshObserver:
+        """Told of each query made for this policy, the refreshes' and others' (a rebalance cycle's)."""
+        return self._observer
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 

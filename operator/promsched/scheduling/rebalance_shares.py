@@ -17,10 +17,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from promsched.api.builtins import BuiltinPlugin
 from promsched.api.policies import SchedulingPolicySpec
-from promsched.metrics.errors import PrometheusError
 from promsched.metrics.querying import PrometheusClient
-from promsched.metrics.usage_querying import PodUsage, refresh_usage
-from promsched.scheduling import telemetry
+from promsched.metrics.usage_querying import PodUsage, QueryFinished, refresh_usage
 from promsched.scheduling.caches import ClusterCache
 from promsched.scheduling.estimating import ESTIMATED_PLUGINS, Estimates
 from promsched.scheduling.pods import PodInfo
@@ -68,7 +66,7 @@ USAGE_QUERY_NAMES = ("rebalance.cpu", "rebalance.memory")
 
 async def observed_usage(
     client: PrometheusClient,
-    policy: str,
+    finished: QueryFinished,
     thresholds: Collection[Threshold],
     hot: Iterable[str],
     candidates: Callable[[str], Sequence[PodInfo]],
@@ -76,8 +74,8 @@ async def observed_usage(
     at: float,
 ) -> PodUsage:
     """What the movable pods of the `hot` nodes used over the window: one query per resource for all of
-    them, none when no threshold has a per-pod figure or no hot node a movable pod. A failed query
-    leaves no values: the estimates stand in."""
+    them (each told to `finished`), none when no threshold has a per-pod figure or no hot node a movable
+    pod. A failed query leaves no values: the estimates stand in."""
     pods = (
         {(pod.namespace, pod.name) for node in hot for pod in candidates(node)}
         if any(threshold.plugin in ESTIMATED_PLUGINS for threshold in thresholds)
@@ -85,12 +83,6 @@ async def observed_usage(
     )
     if not pods:
         return PodUsage.empty(window_seconds)
-
-    def finished(name: str, seconds: float, error: PrometheusError | None) -> None:
-        telemetry.query_duration.labels(policy, name).observe(seconds)
-        if error is not None:
-            telemetry.query_errors.labels(policy, name).inc()
-
     return await refresh_usage(PodUsage.empty(window_seconds, pods), client, at, finished, USAGE_QUERY_NAMES)
 
 

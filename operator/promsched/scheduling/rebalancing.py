@@ -223,7 +223,13 @@ class Rebalancer:
 
         hot = {entry.node for entry in hot_nodes(thresholds, sustained, current)}
         usage = await observed_usage(
-            refresher.client, runtime.name, thresholds, hot, candidates, spec.rebalance.sustained_seconds, now
+            refresher.client,
+            refresher.observer.query_finished,
+            thresholds,
+            hot,
+            candidates,
+            spec.rebalance.sustained_seconds,
+            now,
         )
         estimates = runtime.memo_for(snapshot).estimates_for(self.cache)
         shares = PodShares(self.cache, usage, spec.rebalance.sustained_for, estimates)
