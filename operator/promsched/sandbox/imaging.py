@@ -254,7 +254,8 @@ class BuiltImage:
         return f"{self.tagged}@{self.digest}"
 
 
-def _project_version(context: Path) -> str:
+def project_version(context: Path) -> str:
+    """pyproject.toml's version: the image's tag and its OCI version label."""
     with (context / "pyproject.toml").open("rb") as file:
         version: str = tomllib.load(file)["project"]["version"]
         return version
@@ -319,7 +320,7 @@ def build(context: Path, storage: ContainerStorage | None = None, report: Report
     started = time.monotonic()
     report(f"promsched sandbox image: {context / 'Dockerfile'} -> {storage.root}")
     base = build_base(storage, report)
-    version = _project_version(context)
+    version = project_version(context)
     tagged = f"{IMAGE_REPOSITORY}:{version}"
     storage.run(
         *bud_command(context, tagged, build_arguments(base, version, _revision(context))), capture=False

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -88,12 +87,6 @@ def _run(command: Sequence[str], what: str) -> str:
     if result.returncode != 0:
         raise ReleaseError(f"{what} failed: {' '.join(command)}\n{(result.stdout + result.stderr).strip()}")
     return result.stdout
-
-
-def project_version(repository: Path = REPOSITORY) -> str:
-    with (repository / "pyproject.toml").open("rb") as file:
-        version: str = tomllib.load(file)["project"]["version"]
-    return version
 
 
 def chart_home(chart: Path = CHART) -> str:
@@ -294,7 +287,7 @@ def main(argv: Sequence[str] | None = None, report: Report = _print) -> int:
         "/releases/download/v<version>, a GitHub release)",
     )
     args = parser.parse_args(argv)
-    version = project_version()
+    version = imaging.project_version(REPOSITORY)
     out: Path = args.out
     try:
         wheels = sorted(out.glob(f"promsched-{version}-*.whl"))

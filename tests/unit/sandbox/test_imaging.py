@@ -86,7 +86,7 @@ def test_the_image_is_tagged_with_the_projects_version() -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     dockerfile_default = f"ARG VERSION={version}"
 
-    assert imaging._project_version(REPO) == version
+    assert imaging.project_version(REPO) == version
     assert dockerfile_default in (REPO / "Dockerfile").read_text()
 
 
