@@ -43,10 +43,10 @@ from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import ScoreMemo
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, decide
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
 
 # Which profile field each built-in plugin reads.

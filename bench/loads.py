@@ -10,7 +10,7 @@ from typing import Any
 from bench.pods import POD_CPU, POD_MEMORY
 from promsched.sandbox import launching
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
-from promsched.scheduling.resources import parse_quantity
+from promsched.scheduling.objects.resources import parse_quantity
 
 
 def skewed_profiles(names: list[str], seed: int) -> dict[str, dict[str, float]]:

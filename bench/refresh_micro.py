@@ -38,9 +38,9 @@ from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
 from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
 from promsched.sandbox.supervising import free_port, wait_until
-from promsched.scheduling.deciding import decide
-from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.policies.recording import PolicyStatus
+from promsched.scheduling.policies.runtimes import PolicyRuntime
 
 # The stand-in: stdlib only, one answer body per request with the current time, threads for the five
 # plugins' concurrent queries.

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from promsched.sandbox.clusters import Sandbox
-from promsched.scheduling.resources import parse_quantity
+from promsched.scheduling.objects.resources import parse_quantity
 from support.clusters import Cluster, Operator
 from support.objects import hostname_in
 from support.polling import eventually

@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from promsched.sandbox.clusters import Sandbox
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 
 
 def _items(sandbox: Sandbox, *args: str) -> list[dict[str, Any]]:

@@ -7,11 +7,11 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import Outcome, decide
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import Outcome, decide
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 from support.objects import HOSTNAME
 from support.snapshots import cpu_snapshot
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.queues import Where
 from promsched.scheduling.schedulers import Scheduler
 

@@ -18,13 +18,13 @@ from promsched.metrics.refreshing import RefreshObserver
 from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.usage_querying import CPU_USAGE_METRIC, MEMORY_USAGE_METRIC
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.rebalancing import Rebalancer
-from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.resources import Resources
-from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import Resources
+from promsched.scheduling.policies.recording import PolicyStatus
+from promsched.scheduling.policies.runtimes import PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.rebalance.rebalancing import Rebalancer
 from support.fake_apis import FakeSender
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.objects import node_object, pod_info

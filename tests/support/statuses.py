@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from promsched.scheduling.filters.statuses import Status
+from promsched.scheduling.framework import Status
 
 
 def reason_of(status: Status | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from bench.pods import SHAPES, pod_manifest
 
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.pods import PodInfo
 
 
 def shaped(shape: str) -> PodInfo:

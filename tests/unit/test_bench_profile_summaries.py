@@ -32,7 +32,7 @@ def test_each_sample_is_put_in_the_first_part_on_its_stack() -> None:
     handler = [
         *KOPF,
         "pod_event (promsched/operating/wiring.py)",
-        "Intake.on_pod (promsched/scheduling/intake.py)",
+        "Intake.on_pod (promsched/scheduling/intake/following.py)",
     ]
     assert part_of(handler) == part("promsched's handlers")
     cycle = [

@@ -44,10 +44,10 @@ from promsched.operating.rendering import (
     render_ranking,
 )
 from promsched.operating.secrets import SecretCache
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, decide
-from promsched.scheduling.intake import Intake
-from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
 
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"

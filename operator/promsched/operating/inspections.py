@@ -8,7 +8,7 @@ from promsched.api.annotations import AnnotatedDecision
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceStatus
 from promsched.api.statuses import Decision, Preflight, UsageEstimate
-from promsched.scheduling.deciding import Outcome
+from promsched.scheduling.cycle.deciding import Outcome
 
 # `-o`: the human table (default), else "json" or "yaml": the same facts as a document.
 TABLE = "table"

@@ -18,8 +18,8 @@ from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
 from promsched.operating.inspections import Explanation, Ranking, RebalanceMention
-from promsched.scheduling.decisions import TOP_NODES
-from promsched.scheduling.estimating import format_bytes, format_milli_cpu
+from promsched.scheduling.cycle.estimating import format_bytes, format_milli_cpu
+from promsched.scheduling.policies.decisions import TOP_NODES
 
 CHOSEN_MARK = "*"
 LEGEND = (

@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from promsched.api.statuses import ConditionStatus, ConditionType, find_condition
 from promsched.scheduling import telemetry
-from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.policies.runtimes import PolicyRuntime
 from promsched.scheduling.schedulers import Scheduler
 from promsched.scheduling.supervising import FAILURES_LIMIT, FAILURES_WINDOW_SECONDS
 

@@ -32,7 +32,7 @@ from promsched.kube.throttling import TokenBucket
 from promsched.operating import listening, serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
-from promsched.scheduling.bound_pods import UNBOUND_PODS
+from promsched.scheduling.intake.bound_pods import UNBOUND_PODS
 from promsched.scheduling.schedulers import Scheduler
 
 logger = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from promsched.scheduling.pod_requests import pod_requests
-from promsched.scheduling.resources import (
+from promsched.scheduling.objects.pod_requests import pod_requests
+from promsched.scheduling.objects.resources import (
     FieldError,
     QuantityError,
     container_requests,

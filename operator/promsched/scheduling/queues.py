@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from promsched.scheduling.filters.statuses import ClusterEvent
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.objects.pods import PodInfo
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0

@@ -25,23 +25,28 @@ from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher
 from promsched.scheduling import telemetry
-from promsched.scheduling.binding import BIND_CONCURRENCY, Binder
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import Outcome, decide
-from promsched.scheduling.decisions import TOP_NODES, decision_record
-from promsched.scheduling.evicting import Evictor
+from promsched.scheduling.binding.binding_pods import BIND_CONCURRENCY, Binder
+from promsched.scheduling.binding.evicting import Evictor
+from promsched.scheduling.binding.prebinding import BIND_TIMEOUT_SECONDS
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import Outcome, decide
+from promsched.scheduling.cycle.preempting import nominated_node
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
-from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.volume_binding import plan_for
-from promsched.scheduling.intake import RESYNC_INTERVAL, Intake
-from promsched.scheduling.kube_scheduler_checking import KubeSchedulerCheck
-from promsched.scheduling.pods import DEFAULT_SCHEDULER_NAME, PodInfo
-from promsched.scheduling.prebinding import BIND_TIMEOUT_SECONDS
-from promsched.scheduling.preempting import nominated_node
+from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.intake.following import RESYNC_INTERVAL, Intake
+from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
+from promsched.scheduling.policies.decisions import TOP_NODES, decision_record
+from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
+from promsched.scheduling.policies.recording import LazyDecision
+from promsched.scheduling.policies.runtimes import (
+    PolicyRuntime,
+    PolicyRuntimes,
+    RefresherFactory,
+    has_refreshed,
+)
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
-from promsched.scheduling.rebalancing import Rebalancer
-from promsched.scheduling.recording import LazyDecision
-from promsched.scheduling.runtimes import PolicyRuntime, PolicyRuntimes, RefresherFactory, has_refreshed
+from promsched.scheduling.rebalance.rebalancing import Rebalancer
 from promsched.scheduling.supervising import Supervisor
 
 logger = logging.getLogger(__name__)

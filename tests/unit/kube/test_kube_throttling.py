@@ -14,7 +14,7 @@ from promsched.kube import requests
 from promsched.kube.credentials import Credentials, FixedToken
 from promsched.kube.sending import KubeClient
 from promsched.kube.throttling import TokenBucket
-from promsched.scheduling.eventing import EventRecorder, PodRef
+from promsched.scheduling.reporting.eventing import EventRecorder, PodRef
 from support.clocks import Clock
 from support.polling import eventually_async
 

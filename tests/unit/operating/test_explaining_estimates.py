@@ -20,7 +20,7 @@ from promsched.operating.rendering import (
     render_explanation,
     render_ranking,
 )
-from promsched.scheduling.deciding import Outcome
+from promsched.scheduling.cycle.deciding import Outcome
 from support.policies import policy_object, spec_document
 
 MIB = 1024**2

@@ -40,8 +40,8 @@ from promsched.operating.rendering import (
     render_explanation,
     render_ranking,
 )
-from promsched.scheduling.deciding import Outcome
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cycle.deciding import Outcome
+from promsched.scheduling.objects.pods import PodInfo
 from support import objects, policies
 from support.fake_apis import FakeSender
 from support.fake_prometheus import FakePrometheus, RecordedRequest

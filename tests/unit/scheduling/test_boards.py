@@ -12,10 +12,10 @@ import time
 import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
-from promsched.scheduling.boards import BOARDS_KEPT, Board, Search
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, feasible_nodes_to_find
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.boards import BOARDS_KEPT, Board, Search
+from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide, feasible_nodes_to_find
+from promsched.scheduling.objects.pods import PodInfo
 from support.clocks import Clock
 from support.objects import node, pod
 from support.policies import policy_spec

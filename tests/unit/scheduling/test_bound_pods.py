@@ -11,7 +11,7 @@ import pytest
 
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
-from promsched.scheduling.bound_pods import BOUND_PODS, BoundPods
+from promsched.scheduling.intake.bound_pods import BOUND_PODS, BoundPods
 from support.objects import pod_object
 from support.watchers import Event, ScriptedWatcher, follow_until
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import Resources
 
 
 class Clock:

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, decide
-from promsched.scheduling.estimating import Estimates, EstimateSource, percentile
-from promsched.scheduling.herding import herd_adjustments
-from promsched.scheduling.pods import PodInfo, PodSpecError
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.cycle.estimating import Estimates, EstimateSource, percentile
+from promsched.scheduling.cycle.herding import herd_adjustments
+from promsched.scheduling.objects.pods import PodInfo, PodSpecError
+from promsched.scheduling.objects.resources import Resources
 from support.clocks import Clock
 from support.objects import GIB, node, pod_info, pod_object
 from support.policies import policy_spec

@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from promsched.kube.requests import Request
-from promsched.scheduling.binding import Binder
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.binding.binding_pods import Binder
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue
 from support.background import Background
 from support.clocks import Clock

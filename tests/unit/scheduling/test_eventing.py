@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from promsched.kube.requests import Request
-from promsched.scheduling.eventing import EventRecorder, PodRef
+from promsched.scheduling.reporting.eventing import EventRecorder, PodRef
 from support.clocks import Clock
 
 POD = PodRef("team", "web-1", "uid-1")

@@ -15,11 +15,11 @@ from prometheus_client import REGISTRY
 
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.intake import Intake
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.selectors import parse_label_selector
 from promsched.scheduling.queues import SchedulingQueue, Where
-from promsched.scheduling.selectors import parse_label_selector
 from promsched.scheduling.supervising import Supervisor
 from support.background import Background
 from support.clocks import Clock
@@ -536,7 +536,7 @@ async def test_drift_is_counted_by_kind_once_no_watch_event_explains_it(
     assert "n2" not in setup.cache.nodes  # repaired at once
     assert "uid-unseen" in setup.cache.counted
     setup.intake.on_pod("DELETED", bound("lost", 30))  # the deletion the list found, now arriving
-    with caplog.at_level(logging.WARNING, logger="promsched.scheduling.intake"):
+    with caplog.at_level(logging.WARNING, logger="promsched.scheduling.intake.following"):
         setup.sleeps.end(GRACE)
         await setup.listed()
     assert drift("nodes") - before["nodes"] == 1

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from promsched.scheduling.filters.interpod_affinity import InterPodAffinity
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import affinity, anti_affinity, cache_with, decide_evenly, required_term
 from support.preemption import no_victims, not_helpful

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from promsched.kube.requests import lease_path
-from promsched.scheduling.kube_scheduler_checking import (
+from promsched.scheduling.policies.kube_scheduler_checking import (
     CLOCK_SKEW,
     LEASE_NAME,
     LEASE_NAMESPACE,

@@ -3,9 +3,9 @@ come, go, move, change labels or start terminating between reads."""
 
 from __future__ import annotations
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.matching_pods import MatchingPods
-from promsched.scheduling.selectors import LabelSelector, parse_label_selector
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cluster.matching_pods import MatchingPods
+from promsched.scheduling.objects.selectors import LabelSelector, parse_label_selector
 from support.objects import node, pod
 from support.placement import cache_with
 

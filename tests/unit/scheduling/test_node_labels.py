@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.node_labels import NodeLabelIndex
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cluster.node_labels import NodeLabelIndex
 from support.objects import ZONE, node
 from support.placement import cache_with
 

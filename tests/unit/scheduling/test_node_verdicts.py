@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, Outcome, decide
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.node_verdicts import (
@@ -21,8 +21,8 @@ from promsched.scheduling.filters.node_verdicts import (
 from promsched.scheduling.filters.ports import NodePorts
 from promsched.scheduling.filters.taints import TaintToleration
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo, Toleration
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo, Toleration
 from support.objects import node, pod, pod_info
 from support.snapshots import cpu_snapshot
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from promsched.scheduling.filters.fit import NodeResourcesFit
-from promsched.scheduling.nodes import NodeInfo, NodeUsage, Taint
-from promsched.scheduling.pods import HostPort, PodInfo
-from promsched.scheduling.resources import ZERO_RESOURCES, FieldError, QuantityError, Resources
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage, Taint
+from promsched.scheduling.objects.pods import HostPort, PodInfo
+from promsched.scheduling.objects.resources import ZERO_RESOURCES, FieldError, QuantityError, Resources
 from support.objects import GIB, node_object, pod_info
 
 NODE: dict[str, Any] = {

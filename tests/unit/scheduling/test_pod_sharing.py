@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.pods import PodInfo
 from support.objects import pod, pod_object
 
 CREATED = "2026-01-01T00:00:00Z"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from promsched.kube.requests import Request
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.intake import Intake
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue
 from support.objects import pod_object
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.node_selectors import NodeSelectorRequirement, parse_int64
-from promsched.scheduling.nodes import Taint
-from promsched.scheduling.pods import HostPort, PodInfo, PodSpecError, Toleration
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.objects.node_selectors import NodeSelectorRequirement, parse_int64
+from promsched.scheduling.objects.nodes import Taint
+from promsched.scheduling.objects.pods import HostPort, PodInfo, PodSpecError, Toleration
+from promsched.scheduling.objects.resources import Resources
 
 
 def pod_object(spec: dict[str, Any] | None = None, **metadata: Any) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.preempting import NEVER, TERMINATING, candidates_to_find
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.cycle.preempting import NEVER, TERMINATING, candidates_to_find
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.objects import ZONE, node, pod, pod_object

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.disruption_budgets import DisruptionBudget, split_by_violation
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.preemption_candidates import NO_VICTIMS, Candidate, pick_one, select_victims
 from promsched.scheduling.filters import DEFAULT_FILTERS
-from promsched.scheduling.filters.statuses import Status
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.preemption_candidates import NO_VICTIMS, Candidate, pick_one, select_victims
+from promsched.scheduling.framework import Status
+from promsched.scheduling.objects.disruption_budgets import DisruptionBudget, split_by_violation
+from promsched.scheduling.objects.pods import PodInfo
 from support.objects import node, pod, pod_info, pod_object
 from support.placement import cache_with
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.disruption_budgets import DisruptionBudget
-from promsched.scheduling.evicting import Evictor
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.preemption_candidates import Candidate
+from promsched.scheduling.binding.evicting import Evictor
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.preemption_candidates import Candidate
+from promsched.scheduling.objects.disruption_budgets import DisruptionBudget
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.queues import MAX_BACKOFF, SchedulingQueue, Where
 from support.clocks import Clock
 from support.fake_apis import FakeSender

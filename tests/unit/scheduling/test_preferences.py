@@ -10,9 +10,9 @@ import pytest
 
 from promsched.api.fields import PolicyError
 from promsched.api.policies import parse_spec
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import decide
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores import DEFAULT_SCORERS, blend, score_preferences
 from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
 from promsched.scheduling.scores.node_affinity import NodeAffinityScore

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from promsched.scheduling.deciding import decide
+from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.filters.fit import NodeResourcesFit
-from promsched.scheduling.filters.statuses import ClusterEvent
 from promsched.scheduling.filters.taints import TaintToleration
-from promsched.scheduling.pods import PodCondition
+from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.objects.pods import PodCondition
 from promsched.scheduling.queues import MAX_BACKOFF, SchedulingQueue, Where, backoff_seconds
 from support.clocks import Clock
 from support.objects import node, pod, pod_info

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from promsched.metrics.scoring import NodeResult, PluginResult
-from promsched.scheduling.rankings import Ranking
+from promsched.scheduling.cycle.rankings import Ranking
 from promsched.scheduling.scores import Preferences
 from promsched.scheduling.scores.normalizing import NodeScores
 

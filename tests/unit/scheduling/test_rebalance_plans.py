@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.rebalance_plans import (
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.rebalance.plans import (
     BlockReason,
     Destination,
     Limits,

@@ -13,9 +13,9 @@ from aiohttp import web
 
 from promsched.metrics import PrometheusClient, plan_from_policy
 from promsched.metrics.usage_querying import PodUsage, ResourceUsage
-from promsched.scheduling.estimating import Estimates
-from promsched.scheduling.rebalance_plans import Share
-from promsched.scheduling.rebalance_shares import PodShares
+from promsched.scheduling.cycle.estimating import Estimates
+from promsched.scheduling.rebalance.plans import Share
+from promsched.scheduling.rebalance.shares import PodShares
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.rebalancing import (
     CPU_USAGE_QUERY_START,

@@ -16,11 +16,11 @@ from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.metrics import PrometheusClient, plan_from_policy
 from promsched.metrics.identifying import UNAME_QUERY
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.rebalance_shares import movable
-from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.runtimes import PolicyRuntime
-from promsched.scheduling.selectors import parse_label_selector
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.selectors import parse_label_selector
+from promsched.scheduling.policies.recording import PolicyStatus
+from promsched.scheduling.policies.runtimes import PolicyRuntime
+from promsched.scheduling.rebalance.shares import movable
 from support.fake_prometheus import FakePrometheus
 from support.objects import pod, pod_info
 from support.policies import policy_object, spec_document

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from promsched.api.statuses import Decision
-from promsched.scheduling.recording import LazyDecision, PolicyStatus
+from promsched.scheduling.policies.recording import LazyDecision, PolicyStatus
 
 BASE = {"time": "2026-11-29T00:00:00Z", "latencyMs": 1, "generation": 1, "mode": "Enforce"}
 

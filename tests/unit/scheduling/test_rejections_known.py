@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from promsched.metrics import plan_from_policy
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, Outcome, decide, prepare_checks
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide, prepare_checks
 from promsched.scheduling.filters import DEFAULT_CLUSTER_FILTERS, known_rejections
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from support.objects import HOSTNAME, ZONE, node, pod
 from support.placement import anti_affinity, cache_with, required_term
 from support.policies import policy_spec

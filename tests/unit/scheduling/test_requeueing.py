@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
 from support.objects import ZONE, claim_object, pod, pod_object
 from support.placement import affinity, anti_affinity, required_term

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.pod_requests import pod_requests
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import FieldError, Resources
+from promsched.scheduling.objects.pod_requests import pod_requests
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import FieldError, Resources
 
 GIB = 1024**3
 INFEASIBLE = {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}

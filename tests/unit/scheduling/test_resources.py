@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.pod_requests import pod_requests
-from promsched.scheduling.resources import (
+from promsched.scheduling.objects.pod_requests import pod_requests
+from promsched.scheduling.objects.resources import (
     INT64_MAX,
     ZERO_RESOURCES,
     FieldError,

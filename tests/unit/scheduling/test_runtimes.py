@@ -7,10 +7,10 @@ import time
 
 from promsched.metrics.scoring import ScoreMemo, prescore
 from promsched.metrics.snapshots import Snapshot
-from promsched.scheduling.boards import Board
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.runtimes import PolicyRuntime
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.boards import Board
+from promsched.scheduling.policies.recording import PolicyStatus
+from promsched.scheduling.policies.runtimes import PolicyRuntime
 from support.snapshots import cpu_snapshot
 
 

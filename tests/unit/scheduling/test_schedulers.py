@@ -18,14 +18,14 @@ from promsched.kube.requests import Request
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import NodeResult, ScoreMemo
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import Outcome, decide, feasible_nodes_to_find
-from promsched.scheduling.decisions import TOP_NODES, shown
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import Outcome, decide, feasible_nodes_to_find
 from promsched.scheduling.filters import DEFAULT_FILTERS
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.policies.decisions import TOP_NODES, shown
+from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.queues import Where
-from promsched.scheduling.recording import PolicyStatus
 from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.objects import node_object, pod_object

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.spread_layouts import SpreadLayout, SpreadLayouts
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cluster.spread_layouts import SpreadLayout, SpreadLayouts
+from promsched.scheduling.objects.pods import PodInfo
 from support.objects import HOSTNAME, ZONE, node, pod
 from support.placement import cache_with
 

@@ -9,9 +9,9 @@ import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.scoring import score_nodes
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.deciding import DecisionMemo, decide
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.objects.resources import Resources
 from support.objects import GIB, node, pod, pod_info
 from support.policies import policy_spec
 from support.snapshots import snapshot_of

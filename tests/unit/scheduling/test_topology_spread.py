@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.pods import PodInfo, PodSpecError
+from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
 from support.objects import ZONE, node, pod, pod_object
 from support.placement import cache_with, decide_evenly

@@ -7,13 +7,10 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.filters.statuses import ClusterEvent, Status
+from promsched.scheduling.binding.prebinding import VolumeBinder
+from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_binding import plan_for, pod_volume_claims
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.prebinding import VolumeBinder
-from promsched.scheduling.storage_capacities import CSIDriverInfo, StorageCapacityInfo
-from promsched.scheduling.volume_binding_plans import (
+from promsched.scheduling.filters.volume_binding_plans import (
     BIND_CONFLICT,
     NODE_CONFLICT,
     NOT_ENOUGH_SPACE,
@@ -21,7 +18,10 @@ from promsched.scheduling.volume_binding_plans import (
     PodVolumeClaims,
     find_pod_volumes,
 )
-from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
+from promsched.scheduling.framework import ClusterEvent, Status
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.storage_capacities import CSIDriverInfo, StorageCapacityInfo
+from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from support.fake_apis import FakeSender
 from support.objects import ZONE, claim_object, node, pod, volume_object
 from support.placement import cache_with, decide_evenly

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.caches import ClusterCache
-from promsched.scheduling.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachmentInfo, csi_volume
-from promsched.scheduling.filters.statuses import ClusterEvent
+from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits, VolumeLimitsCheck
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import FieldError
+from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.objects.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachmentInfo, csi_volume
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import FieldError
+from promsched.scheduling.objects.storage_capacities import CSIDriverInfo
+from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from promsched.scheduling.schedulers import Scheduler
-from promsched.scheduling.storage_capacities import CSIDriverInfo
-from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
 from support.objects import (
     claim_object,
     csi_node_object,

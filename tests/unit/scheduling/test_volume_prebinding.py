@@ -12,15 +12,15 @@ import pytest
 
 from promsched.api.fields import Mode
 from promsched.api.statuses import Decision
-from promsched.scheduling.binding import Binder
-from promsched.scheduling.caches import ClusterCache
+from promsched.scheduling.binding.binding_pods import Binder
+from promsched.scheduling.binding.prebinding import VolumeBinder, VolumeBindingFailed
+from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_binding import plan_for
-from promsched.scheduling.prebinding import VolumeBinder, VolumeBindingFailed
+from promsched.scheduling.filters.volume_binding_plans import VolumePlan
+from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
+from promsched.scheduling.policies.recording import PolicyStatus
+from promsched.scheduling.policies.runtimes import PolicyRuntime
 from promsched.scheduling.queues import SchedulingQueue, Where
-from promsched.scheduling.recording import PolicyStatus
-from promsched.scheduling.runtimes import PolicyRuntime
-from promsched.scheduling.volume_binding_plans import VolumePlan
-from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import node, pod

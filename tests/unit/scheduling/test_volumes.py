@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.volumes import ClaimInfo, VolumeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from support.objects import ZONE, claim_object, node, pod, storage_class_object, volume_object
 from support.placement import cache_with, decide_evenly
 from support.preemption import not_helpful

@@ -7,7 +7,7 @@ import asyncio
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
 from promsched.scheduling import telemetry
-from promsched.scheduling.writing import WriteQueue
+from promsched.scheduling.reporting.writing import WriteQueue
 from support.background import Background
 
 

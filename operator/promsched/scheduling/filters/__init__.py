@@ -26,7 +26,6 @@ from promsched.scheduling.filters.node_affinity import NodeAffinity
 from promsched.scheduling.filters.node_names import AffinityNodeNames
 from promsched.scheduling.filters.ports import NodePorts
 from promsched.scheduling.filters.readiness import NodeReadiness
-from promsched.scheduling.filters.statuses import ClusterEvent, Status
 from promsched.scheduling.filters.taints import TaintToleration
 from promsched.scheduling.filters.topology_spread import PodTopologySpread
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
@@ -34,11 +33,12 @@ from promsched.scheduling.filters.volume_binding import VolumeBinding
 from promsched.scheduling.filters.volume_limits import NodeVolumeLimits
 from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Status
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.pods import PodInfo
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 NO_NODES: Final = "no nodes available to schedule pods"
 

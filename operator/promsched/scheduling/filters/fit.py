@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from typing import Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.pods import PodInfo
 
 TOO_MANY_PODS: Final = "Too many pods"
 INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.affinity_terms import AffinityTerm
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.affinity_terms import AffinityTerm
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 AFFINITY: Final = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.pods import PodInfo
 
 REASON: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 

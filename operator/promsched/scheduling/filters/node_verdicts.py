@@ -21,10 +21,10 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Final
 
-from promsched.scheduling.filters.statuses import Status
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.resources import Resources
+from promsched.scheduling.framework import Status
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import Resources
 
 # Distinct pod specs whose verdicts are kept (the least recently used go first): a burst has a few, and
 # each kept one holds up to a verdict per node (about 100 bytes: 1.6 MB at 16 specs on 1000 nodes).

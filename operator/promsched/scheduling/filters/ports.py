@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
-from promsched.scheduling.pods import WILDCARD_HOST_IP, HostPort, PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.pods import WILDCARD_HOST_IP, HostPort, PodInfo
 
 REASON: Final = "node(s) didn't have free ports for the requested pod ports"
 

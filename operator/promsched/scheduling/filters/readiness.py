@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
+from promsched.scheduling.objects.pods import PodInfo
 
 REASON: Final = "node(s) were not ready"
 NOT_READY_TAINT: Final = Taint(key="node.kubernetes.io/not-ready", value="", effect=NO_SCHEDULE)

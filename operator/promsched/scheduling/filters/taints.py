@@ -6,9 +6,9 @@ names the node's first untolerated taint, in kube's words: ``{key: value}`` (``{
 
 from __future__ import annotations
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo, NodeUsage
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.pods import PodInfo
 
 
 class TaintToleration:

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.spread_constraints import SpreadConstraint
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.spread_constraints import SpreadConstraint
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 SKEWED: Final = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL: Final = f"{SKEWED} (missing required label)"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
+from promsched.scheduling.objects.pods import PodInfo
 
 REASON: Final = "node(s) were unschedulable"
 # A pod that tolerates the taint `kubectl cordon` stands for may go to a cordoned node (DaemonSets do).

@@ -15,21 +15,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
-from promsched.scheduling.filters.statuses import Status
-from promsched.scheduling.filters.volume_restrictions import claim_not_found
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodClaim, PodInfo
-from promsched.scheduling.volume_binding_plans import (
+from promsched.scheduling.filters.volume_binding_plans import (
     EVENTS,
     PodVolumeClaims,
     VolumePlan,
     find_pod_volumes,
     volumes_by_class,
 )
-from promsched.scheduling.volumes import ClaimInfo
+from promsched.scheduling.filters.volume_restrictions import claim_not_found
+from promsched.scheduling.framework import Status
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodClaim, PodInfo
+from promsched.scheduling.objects.volumes import ClaimInfo
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
 

@@ -21,13 +21,13 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.csi_nodes import MIGRATED_PLUGINS
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.csi_nodes import MIGRATED_PLUGINS
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 MAX_VOLUME_COUNT: Final = "node(s) exceed max volume count"
 NOT_INSTALLED: Final = "CSI driver is not installed on the node"  # after the driver's name

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import Rejection
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.volumes import READ_WRITE_ONCE_POD
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.volumes import READ_WRITE_ONCE_POD
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 CLAIM_IN_USE: Final = (
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"

@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
-from promsched.scheduling.filters.statuses import ClusterEvent, Code, Status
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
-from promsched.scheduling.volumes import VolumeInfo
+from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.volumes import VolumeInfo
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 ZONE_CONFLICT: Final = "node(s) had no available volume zone"
 EVENTS: Final = ClusterEvent.NODE | ClusterEvent.VOLUMES

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from promsched.metrics.scoring import PluginResult
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
 from promsched.scheduling.scores.node_affinity import NodeAffinityScore
 from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
@@ -24,7 +24,7 @@ from promsched.scheduling.scores.taints import TaintTolerationScore
 from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 
 class Scorer(Protocol):

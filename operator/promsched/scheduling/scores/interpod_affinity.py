@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.affinity_terms import AffinityTerm
-from promsched.scheduling.nodes import NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.affinity_terms import AffinityTerm
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 # kube-scheduler's default InterPodAffinityArgs.hardPodAffinityWeight.
 HARD_POD_AFFINITY_WEIGHT: Final = 1

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from promsched.scheduling.nodes import PREFER_NO_SCHEDULE, NodeInfo
-from promsched.scheduling.pods import PodInfo
+from promsched.scheduling.objects.nodes import PREFER_NO_SCHEDULE, NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores.normalizing import NodeScores, scaled_to_best
 
 _TAINTS = attrgetter("taints")
 
 if TYPE_CHECKING:
-    from promsched.scheduling.caches import ClusterCache
+    from promsched.scheduling.cluster.caches import ClusterCache
 
 
 class TaintTolerationScore:

@@ -1,0 +1,1 @@
+"""The binding cycle: volumes first (PreBind), the binding, and evictions for a preemption."""

@@ -1,0 +1,128 @@
+"""The herd adjustment: pods placed too recently for the metrics to show them weigh on their node.
+
+A snapshot's values average a window that ended when they were read; a pod placed since (or placed
+less than a scrape before) is not, or not wholly, in them. Without adding what they do not show yet, a
+burst would all land on the node that looked idlest when the metrics were read. Each placement counts
+at its pod's estimate (`estimating`), for the share of each plugin's window it is missing from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from promsched.metrics.planning import Plan
+from promsched.metrics.snapshots import Snapshot
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.estimating import ESTIMATED_PLUGINS, Estimates
+
+if TYPE_CHECKING:
+    from promsched.scheduling.cycle.deciding import DecisionMemo
+
+# A pod's load reaches the metrics once it runs and the exporter is scraped again: kube-prometheus-stack
+# scrapes every 30 s.
+METRIC_LAG_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class HerdWindow:
+    """How much of a pod's load one plugin's value shows, by when the pod was placed: none until
+    `METRIC_LAG_SECONDS` before the value was read, then a growing share of the window it averages."""
+
+    plugin: str
+    read_at: float  # unix time of the query the value came from
+    window: float  # seconds the value averages over (0: instant)
+
+    @property
+    def horizon(self) -> float:
+        """Pods placed at or before this are wholly in the value."""
+        return self.read_at - METRIC_LAG_SECONDS - self.window
+
+    def unseen(self, placed_at: float) -> float:
+        """The share (0..1) of a pod placed at `placed_at` the value does not show yet."""
+        covered = self.read_at - METRIC_LAG_SECONDS - placed_at
+        if covered <= 0.0:
+            return 1.0
+        if covered >= self.window:
+            return 0.0
+        return 1.0 - covered / self.window
+
+
+def herd_windows(snapshot: Snapshot) -> tuple[HerdWindow, ...]:
+    """What each estimated plugin's value in `snapshot` shows of recently placed (or removed) pods."""
+    windows = []
+    for name in ESTIMATED_PLUGINS:
+        plugin_snapshot = snapshot.plugins.get(name)
+        if plugin_snapshot is None:
+            continue
+        read_at = plugin_snapshot.refreshed_at or snapshot.taken_at
+        windows.append(HerdWindow(name, read_at, plugin_snapshot.plugin.window_seconds))
+    return tuple(windows)
+
+
+def herd_memory_seconds(plan: Plan) -> float:
+    """How long placements matter to `plan`'s herd adjustment."""
+    windows = [plugin.window_seconds for plugin in plan.plugins if plugin.name in ESTIMATED_PLUGINS]
+    return METRIC_LAG_SECONDS + max(windows, default=0.0)
+
+
+def _unseen_load(
+    cache: ClusterCache, node: str, windows: tuple[HerdWindow, ...], estimates: Estimates
+) -> dict[str, float]:
+    info = cache.nodes.get(node)
+    if info is None:
+        return {}
+    # Each placement's estimate once for all windows, newest first as each window sums them.
+    recent = cache.placements_after(node, min(window.horizon for window in windows))
+    placed = [(placement.at, estimates.of(placement.pod)) for placement in recent]
+    load = {}
+    for window in windows:
+        allocatable_of, estimated = ESTIMATED_PLUGINS[window.plugin]
+        allocatable = allocatable_of(info.allocatable)
+        if not allocatable:
+            continue
+        since = window.horizon
+        unseen = sum(estimated(estimate) * window.unseen(at) for at, estimate in placed if at > since)
+        if unseen:
+            load[window.plugin] = 100.0 * unseen / allocatable
+    return load
+
+
+def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str, float]]:
+    """Load (percentage points) to add per node and plugin for pods placed too recently for the
+    snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
+    when the metrics were read; nodes with none are left out.
+
+    Per snapshot it is worked out once per node, and again for the nodes whose placements or object
+    changed since, so a pod's cycle costs what changed since the previous one.
+    """
+    windows = memo.herd_windows
+    if windows is None:
+        windows = memo.herd_windows = herd_windows(memo.snapshot)
+    version = (cache.placement_changes.count, cache.node_changes.count)
+    if not windows or memo.herd_version == version:
+        return memo.herd
+    known = memo.herd
+    horizon = min(window.horizon for window in windows)
+    changed = set(cache.placement_changes.since(memo.herd_version[0]))
+    changed.update(cache.node_changes.since(memo.herd_version[1]))
+    for node in changed:
+        placements = cache.placements.get(node)
+        load = None
+        if placements and placements[-1].at > horizon:
+            load = _unseen_load(cache, node, windows, memo.estimates_for(cache))
+        if load:
+            known[node] = load
+        else:
+            known.pop(node, None)
+    memo.herd_version = version
+    return known
+
+
+def herd_adjustments(
+    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
+) -> dict[str, dict[str, float]]:
+    """`herd_loads` of `nodes`."""
+    loads = herd_loads(cache, memo)
+    return {node: loads[node] for node in nodes if node in loads}

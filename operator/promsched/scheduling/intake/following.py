@@ -1,0 +1,464 @@
+"""The intake: what the scheduler knows of the cluster, from Kopf's watch events and from lists of its own.
+
+Kopf watches every kind and hands each event to `on_node`, `on_pod` and the like; pods bound to nodes
+come from a watch of the intake's own when it has a `watcher` (`bound_pods`). Events alone cannot
+keep the cache true: when a watch's resourceVersion has expired (410 Gone, after an API server restart
+or a long partition), Kopf lists again and replays the objects that still exist, as events of type
+None, and nothing tells of those deleted in between. So the intake lists each kind itself, as an
+informer does, and a list replaces: an object held at a version no newer than the list's that the list
+lacks is removed exactly as its DELETED event would remove it, with the same queue effects; so is a pod
+counted on a node that the guard no longer holds (`_counted_unheld`): what is counted is what is listed.
+
+A kind is listed before the first cycle (`sync`), again whenever Kopf relists it (once Kopf's listing has
+stopped coming for `relist_quiet` seconds; one list of a kind at a time, requests meanwhile fold into
+one more), and every `resync_interval` seconds as a safety net. A difference a later list finds and no
+watch event explains within `drift_grace` seconds is drift (`drift`), repaired as soon as the list found it.
+
+Every state passes the kind's version guard (`versions.Versions`), so an object only moves forward. The
+intake also keeps the pending pods (unbound and live, whoever schedules them) and gives parked pods
+another try when a change may help them, as kube's queueing hints do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from promsched.kube.reflecting import SupportsWatch
+from promsched.kube.sending import ApiError, SupportsSend, list_pages
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cluster.drift import Difference, Differences, shown
+from promsched.scheduling.cluster.versions import Held, Versions, parse_version, version_of
+from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.intake.bound_pods import UNFINISHED_PODS, BoundPods
+from promsched.scheduling.intake.secondary_kinds import SecondaryKinds
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo, PodSpecError
+from promsched.scheduling.objects.resources import Resources
+from promsched.scheduling.queues import SchedulingQueue
+
+logger = logging.getLogger(__name__)
+
+RESYNC_INTERVAL = 300.0
+# How long a difference found by a list may wait for the watch event that explains it (an event in
+# flight when the list was read) before it counts as drift.
+DRIFT_GRACE = 5.0
+# Kopf's listing hands over its objects one by one: a kind is listed once they have stopped coming for
+# this long, rather than once per handful.
+RELIST_QUIET = 1.0
+MAX_RETRY_DELAY = 30.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One watched kind: where it is listed, and how one object's state is applied (deleted or not)."""
+
+    resource: str  # the API's plural, also the drift metric's `kind` label
+    path: str
+    apply: Callable[[bool, Mapping[str, Any]], None]
+    by_uid: bool = False  # pods: one recreated under the same name is another pod
+    field_selector: str = ""  # the objects of the kind that are listed; "": all
+    # What the cache has of the kind beyond what its version guard holds: a list lacking those removes
+    # them too.
+    unheld: Callable[[], Iterable[tuple[str, Held]]] | None = None
+
+    def key(self, metadata: Mapping[str, Any]) -> str:
+        if self.by_uid and metadata.get("uid"):
+            return str(metadata["uid"])
+        name = str(metadata.get("name", ""))
+        namespace = metadata.get("namespace")
+        return f"{namespace}/{name}" if namespace else name
+
+
+def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
+    """Whether a pod newly running on a node may make `waiting` fit, as kube's queueing hints judge
+    it: the pod is what one of its required affinity terms looks for, or one its spreading counts."""
+    namespace_labels = cache.labels_of_namespace(placed.namespace)
+    if any(
+        term.matches(placed.namespace, placed.labels, namespace_labels)
+        for term in waiting.pod_affinity.required
+    ):
+        return True
+    return placed.namespace == waiting.namespace and any(
+        constraint.selector.matches(placed.labels) for constraint in waiting.spread_constraints
+    )
+
+
+def _has_interpod_rules(waiting: PodInfo) -> bool:
+    return bool(waiting.pod_affinity or waiting.spread_constraints)
+
+
+def _scaled_down(before: Resources, after: Resources) -> bool:
+    """Whether `after` requests less of some resource than `before`."""
+    return after.max_per_resource(before) != after
+
+
+class Intake:
+    """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
+    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's short background
+    work (a list); it waits with `sleep` and tells time by `clock`."""
+
+    def __init__(
+        self,
+        sender: SupportsSend,
+        cache: ClusterCache,
+        queue: SchedulingQueue,
+        *,
+        enqueue: Callable[[PodInfo], None],
+        refuse: Callable[[Mapping[str, Any], str], None],
+        spawn: Callable[[Awaitable[None]], object],
+        resync_interval: float = RESYNC_INTERVAL,
+        drift_grace: float = DRIFT_GRACE,
+        relist_quiet: float = RELIST_QUIET,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        watcher: SupportsWatch | None = None,
+        watch_inactivity_timeout: float = 70.0,
+    ) -> None:
+        self.sender = sender
+        self.cache = cache
+        self.queue = queue
+        self.enqueue = enqueue
+        self.refuse = refuse
+        self.spawn = spawn
+        self.resync_interval = resync_interval  # 0: no periodic lists
+        self.relist_quiet = relist_quiet
+        self.sleep = sleep
+        self.clock = clock
+        self.pending: dict[str, PodInfo] = {}  # every unbound, live pod by UID, whoever schedules it
+        self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
+        self.synced = asyncio.Event()  # set once every kind has been listed
+        storage = SecondaryKinds(cache, queue)
+        kinds = (
+            Kind("nodes", "/api/v1/nodes", self._apply_node),
+            Kind("namespaces", "/api/v1/namespaces", self._apply_namespace),
+            Kind("persistentvolumes", "/api/v1/persistentvolumes", storage.apply_volume),
+            Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", storage.apply_claim),
+            Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", storage.apply_storage_class),
+            Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", storage.apply_csi_node),
+            Kind("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", storage.apply_attachment),
+            Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", storage.apply_budget),
+            Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", storage.apply_csi_driver),
+            Kind(
+                "csistoragecapacities",
+                "/apis/storage.k8s.io/v1/csistoragecapacities",
+                storage.apply_storage_capacity,
+            ),
+            Kind(
+                "pods",
+                "/api/v1/pods",
+                self._apply_pod,
+                by_uid=True,
+                field_selector=UNFINISHED_PODS,
+                unheld=self._counted_unheld,
+            ),
+        )
+        self.kinds = {kind.resource: kind for kind in kinds}
+        self.versions = {kind.resource: Versions() for kind in kinds}
+        self._started: set[str] = set()  # kinds whose first list has begun
+        self._listing: set[str] = set()  # kinds being listed now
+        self._again: set[str] = set()  # kinds to list once more when their current list ends
+        self._asked: dict[str, float] = {}  # kind -> when a list of it was last asked for
+        self.differences = Differences(spawn, sleep, drift_grace, logger)
+        # With a watcher, bound pods come from a watch of the intake's own and Kopf's has only the others
+        # (see `bound_pods`); without, Kopf's watch has them all.
+        self.bound_pods = None
+        if watcher is not None:
+            pods = self.kinds["pods"]
+            self.bound_pods = BoundPods(
+                watcher,
+                self.on_bound_pod,
+                lambda: self.relist(pods),
+                inactivity_timeout=watch_inactivity_timeout,
+                sleep=sleep,
+            )
+
+    # ----- watch events ---------------------------------------------------------------------------
+    # `event_type` None: the object comes from Kopf's own listing (at start-up, or after 410 Gone).
+
+    def on_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["nodes"], event_type, obj)
+
+    def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        if event_type == "DELETED" and self.bound_pods is not None:
+            self._left_unbound_pods(obj)
+        else:
+            self._on_event(self.kinds["pods"], event_type, obj)
+
+    def on_bound_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["pods"], event_type, obj)
+
+    def _left_unbound_pods(self, obj: Mapping[str, Any]) -> None:
+        """Kopf's watch of unbound pods says DELETED when a pod is deleted and when it is bound alike: the
+        API server sends the pod's last unbound state, at the change's resourceVersion. The pod waits no
+        more either way; whether it is on a node is the watch of bound pods' to say, so its state at that
+        version is still admitted, and only older ones are refused."""
+        metadata = obj.get("metadata") or {}
+        uid = str(metadata.get("uid", ""))
+        self.pending.pop(uid, None)
+        self.cache.unnominate(uid)
+        self.queue.remove(uid)
+        version = version_of(metadata)
+        self.differences.explain("pods", uid, version)  # perhaps a deletion a list found first
+        if version is not None:
+            self.versions["pods"].left(uid, version)
+
+    def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["namespaces"], event_type, obj)
+
+    def on_claim(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["persistentvolumeclaims"], event_type, obj)
+
+    def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["persistentvolumes"], event_type, obj)
+
+    def on_volume_attachment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["volumeattachments"], event_type, obj)
+
+    def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csinodes"], event_type, obj)
+
+    def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["storageclasses"], event_type, obj)
+
+    def on_disruption_budget(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["poddisruptionbudgets"], event_type, obj)
+
+    def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csidrivers"], event_type, obj)
+
+    def on_storage_capacity(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        self._on_event(self.kinds["csistoragecapacities"], event_type, obj)
+
+    def _on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        if event_type is None:
+            # Kopf lists again after its watch expired; only a list of ours can tell what was deleted.
+            self.relist(kind)
+        metadata = obj.get("metadata") or {}
+        key, version = kind.key(metadata), version_of(metadata)
+        self.differences.explain(kind.resource, key, version)
+        deleted = event_type == "DELETED"
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        if self.versions[kind.resource].admit(key, version, namespace, name, deleted=deleted):
+            kind.apply(deleted, obj)
+
+    # ----- what each kind's state does ----------------------------------------------------------
+
+    def _apply_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if deleted:
+            self.unusable_nodes.pop(name, None)
+            if name in self.cache.nodes:
+                self.cache.remove_node(name)
+                self.queue.move_all_to_active("node deleted", ClusterEvent.NODE_DELETED)
+            return
+        try:
+            node = NodeInfo.from_object(obj)
+        except ValueError as error:
+            logger.warning("Node %s cannot be used: %s", name, error)
+            self.unusable_nodes[name] = str(error)
+            self.cache.remove_node(name)
+            return
+        self.unusable_nodes.pop(name, None)
+        event = ClusterEvent.NODE_UPDATED if name in self.cache.nodes else ClusterEvent.NODE_ADDED
+        if self.cache.upsert_node(node):
+            self.queue.move_all_to_active("node added or changed", event)
+
+    def _apply_pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        uid = obj.get("metadata", {}).get("uid", "")
+        if deleted:
+            self.pending.pop(uid, None)
+            self.cache.unnominate(uid)
+            self.queue.remove(uid)
+            if self.cache.remove_pod(uid):
+                self.queue.move_all_to_active("pod deleted", ClusterEvent.ASSIGNED_POD_DELETED)
+            return
+        counted = self.cache.counted.get(uid)
+        previous = self.pending.get(uid) or (counted[1] if counted else None)
+        try:
+            pod = PodInfo.from_object(obj, previous)
+        except PodSpecError as error:
+            self.refuse(obj, str(error))
+            return
+        self._observe(pod)
+        if pod.node_name or pod.is_terminal or pod.deletion_timestamp:
+            self.pending.pop(uid, None)
+            self.cache.unnominate(uid)
+            self.queue.remove(uid)
+            return
+        self.pending[uid] = pod
+        self.cache.nominate(pod)
+        self.enqueue(pod)
+
+    def _observe(self, pod: PodInfo) -> None:
+        """Account the pod in the cache, and give parked pods the change may help another try."""
+        previous = self.cache.counted.get(pod.uid)
+        was_assumed = pod.uid in self.cache.assumed
+        if self.cache.observe_pod(pod):
+            self.queue.move_all_to_active("pod finished", ClusterEvent.ASSIGNED_POD_DELETED)
+            return
+        if not pod.node_name or pod.is_terminal:
+            return
+        if previous is None or was_assumed:
+            cache = self.cache
+            self.queue.move_all_to_active(
+                "pod placed",
+                ClusterEvent.ASSIGNED_POD_ADDED,
+                only=lambda waiting: _placement_may_help(waiting, pod, cache),
+            )
+        elif _scaled_down(previous[1].requests, pod.requests):
+            # kube's UpdatePodScaleDown: a resize gave back some of what the pod held on its node.
+            self.queue.move_all_to_active("pod scaled down", ClusterEvent.ASSIGNED_POD_SCALED_DOWN)
+        elif previous[1].labels != pod.labels:
+            self.queue.move_all_to_active(
+                "pod relabelled", ClusterEvent.ASSIGNED_POD_UPDATED, only=_has_interpod_rules
+            )
+
+    def _apply_namespace(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata", {})
+        name = metadata.get("name", "")
+        if deleted:
+            self.cache.remove_namespace(name)
+        elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
+            self.queue.move_all_to_active(
+                "namespace relabelled", ClusterEvent.NAMESPACE_UPDATED, only=_has_interpod_rules
+            )
+
+    # ----- lists ----------------------------------------------------------------------------------
+
+    async def start(self, supervise: Callable[[str, Callable[[], Awaitable[None]]], object]) -> None:
+        """List every kind, then list them again every `resync_interval` seconds. `supervise` runs the
+        long-lived tasks (the bound pods' watch, the periodic lists) and restarts them should they fail."""
+        await self.sync()
+        if self.bound_pods is not None:
+            supervise("bound-pods-watch", self._follow_bound_pods(self.bound_pods))
+        if self.resync_interval > 0:
+            supervise("resync", self._resync_periodically)
+
+    async def sync(self, *, retry: bool = True) -> None:
+        """List every kind once before the first cycle, so no pod is placed on a node whose existing
+        pods are not yet counted. Retries until the API answers, unless `retry` is off."""
+        for kind in self.kinds.values():
+            self._started.add(kind.resource)
+            self._listing.add(kind.resource)
+            try:
+                await self._list(kind, first=True, retry=retry)
+            finally:
+                self._listing.discard(kind.resource)
+            if kind.resource in self._again:
+                self.relist(kind)  # Kopf listed it too, maybe later than this list: see what it missed
+        self.synced.set()
+        logger.info("Initial sync: %d nodes, %d pods", len(self.cache.nodes), len(self.cache.counted))
+
+    def relist(self, kind: Kind) -> None:
+        """List `kind` again, without holding up anything else. One list of a kind runs at a time; any
+        requests meanwhile make one more list after it, which sees whatever they may have missed."""
+        if kind.resource not in self._started:
+            return  # its first list is yet to begin: it will be later than whatever asked
+        self._asked[kind.resource] = self.clock()
+        if kind.resource in self._listing:
+            self._again.add(kind.resource)
+            return
+        self._listing.add(kind.resource)
+        self.spawn(self._relist(kind))
+
+    async def _relist(self, kind: Kind) -> None:
+        try:
+            while True:
+                await self._quiet(kind)
+                self._again.discard(kind.resource)
+                logger.info("Listing %s again", kind.resource)
+                await self._list(kind, first=False)
+                if kind.resource not in self._again:
+                    return
+        finally:
+            self._listing.discard(kind.resource)
+
+    async def _quiet(self, kind: Kind) -> None:
+        """Wait until no list of `kind` has been asked for in `relist_quiet` seconds."""
+        while True:
+            wait = self._asked.get(kind.resource, 0.0) + self.relist_quiet - self.clock()
+            if wait <= 0:
+                return
+            await self.sleep(wait)
+
+    def _follow_bound_pods(self, bound_pods: BoundPods) -> Callable[[], Awaitable[None]]:
+        """The watch's first run starts from the initial list; a restart lists the pods again first, as
+        whatever the failed run left undelivered is in no watch's future."""
+        since: list[str | None] = [str(self.versions["pods"].listed_at)]
+
+        async def follow() -> None:
+            version, since[0] = since[0], None
+            await bound_pods.follow(version)
+
+        return follow
+
+    async def _resync_periodically(self) -> None:
+        while True:
+            await self.sleep(self.resync_interval)
+            for kind in self.kinds.values():
+                self.relist(kind)
+
+    async def _list(self, kind: Kind, *, first: bool, retry: bool = True) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await self._replace(kind, first=first)
+                return
+            except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                if not retry:
+                    raise
+                logger.warning("Listing %s failed (retrying in %.0fs): %s", kind.resource, delay, error)
+                await self.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY)
+
+    async def _replace(self, kind: Kind, *, first: bool) -> None:
+        """Read a whole list of `kind` and make the cache agree with it: states newer than those held
+        are applied as they are read; objects held at the list's version or before and missing from it
+        are removed as their DELETED event would remove them. Objects newer than the list stay."""
+        versions = self.versions[kind.resource]
+        listed: set[str] = set()
+        list_version: int | None = None
+        changes: list[Difference] = []
+        selected = {"fieldSelector": kind.field_selector} if kind.field_selector else None
+        async for page in list_pages(self.sender, kind.path, selected):
+            list_version = version_of(page.get("metadata") or {})
+            for obj in page.get("items") or []:
+                metadata = obj.get("metadata") or {}
+                key, version = kind.key(metadata), version_of(metadata)
+                listed.add(key)
+                namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+                change = versions.take_listed(key, version, namespace, name)
+                if change:
+                    kind.apply(False, obj)
+                    changes.append(Difference(kind.resource, key, shown(namespace, name), change, version))
+        if list_version is not None:
+            unheld = kind.unheld() if kind.unheld is not None else ()
+            for key, held in versions.missing_from(listed, list_version, unheld):
+                versions.remove(key, list_version)
+                metadata = {"name": held.name, "namespace": held.namespace, "uid": key}
+                kind.apply(True, {"metadata": metadata})
+                name = shown(held.namespace, held.name)
+                changes.append(Difference(kind.resource, key, name, "removed", held.version))
+            versions.listed(list_version)
+        if changes and not first:
+            self.differences.found(changes)
+
+    def _counted_unheld(self) -> Iterator[tuple[str, Held]]:
+        """The pods counted on a node that the pods' version guard does not hold. A pod bound here
+        leaves Kopf's watch of unbound pods, and so the guard (`Versions.left`), before the watch of
+        bound pods has it; if that watch loses the binding (410 Gone) and the pod ends before it starts
+        anew, no event tells. kube-scheduler expires no assumed pod either (kubernetes#110925 set the
+        TTL after FinishBinding to 0: expiring a pod whose binding was slow gave its room twice); its
+        informer's relist deletes the pod ("final state unknown") from its queue and its cache. So does
+        this relist, which the 410 itself asks for, with the periodic one as a safety net."""
+        held = self.versions["pods"].held
+        for uid, (_node, pod) in self.cache.counted.items():
+            if uid not in held:
+                yield uid, Held(parse_version(pod.resource_version) or 0, pod.namespace, pod.name)

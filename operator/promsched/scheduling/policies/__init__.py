@@ -1,0 +1,1 @@
+"""SchedulingPolicies as the scheduler runs them: each one's refresher, status and decision records."""
