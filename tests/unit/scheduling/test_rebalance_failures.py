@@ -16,11 +16,11 @@ from prometheus_client import REGISTRY
 
 from promsched.kube.sending import RenewalError
 from promsched.metrics import PrometheusClient
-from promsched.scheduling.rebalance import rebalancing
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.policies.runtimes import PolicyRuntime
+from promsched.scheduling.rebalance import rebalancing
 from promsched.scheduling.rebalance.plans import RebalancePlan
 from promsched.scheduling.rebalance.rebalancing import REFUSED_COOLDOWN_SECONDS
 from promsched.scheduling.rebalance.shares import movable

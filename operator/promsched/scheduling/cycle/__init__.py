@@ -1,1 +1,1 @@
-"""One scheduling decision: filter, score, rank, and preempt when the pod fits nowhere. Pure and synchronous."""
+"""One scheduling decision: filter, score, rank, and preempt when the pod fits nowhere."""

@@ -1,1 +1,1 @@
-"""Feeding the cache: Kopf's watch events, the scheduler's own lists and watches, and the kinds only some filters read."""
+"""Feeding the cache: Kopf's watch events, the scheduler's own lists and watches, the secondary kinds."""
