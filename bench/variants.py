@@ -124,13 +124,24 @@ QUIET_SECONDS = 2.5
 METRICS_WAIT_SECONDS = 180.0
 
 
-def _wait_for_metrics(url: str) -> None:
-    """Wait until every plugin of the benchmark's policy has had an answer from Prometheus in this
-    promsched process: pods created earlier would wait for the first snapshot (as the policy's
-    MetricsComplete condition tells a user), measuring Prometheus's start rather than the scheduler.
-    Not `demoing.wait_for_metrics`: the policy's condition still holds the previous run's process's True.
-    kube-scheduler starts its runs with its informers synced."""
-    wanted = {plugin["name"] for plugin in BENCH_PLUGINS}
+def applied_plugins(sandbox: Sandbox, scheduler_name: str) -> set[str]:
+    """The plugins of the SchedulingPolicies applied for `scheduler_name`, whichever benchmark applied
+    them (`make bench`'s five, `make bench-quality`'s two, ...)."""
+    listing = json.loads(sandbox.kubectl("get", "schedulingpolicies", "-o", "json").stdout)
+    return {
+        plugin["name"]
+        for policy in listing["items"]
+        if policy["spec"].get("schedulerName") == scheduler_name
+        for plugin in policy["spec"]["plugins"]
+    }
+
+
+def _wait_for_metrics(url: str, wanted: set[str]) -> None:
+    """Wait until every plugin in `wanted` (those of the policies the process serves) has had an answer
+    from Prometheus in this promsched process: pods created earlier would wait for the first snapshot
+    (as the policy's MetricsComplete condition tells a user), measuring Prometheus's start rather than the
+    scheduler. Not `demoing.wait_for_metrics`: the policy's condition still holds the previous run's
+    process's True. kube-scheduler starts its runs with its informers synced."""
     wait_until(
         "promsched's first answer for every plugin",
         lambda: wanted <= answered_plugins(url),
@@ -213,11 +224,14 @@ def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[i
     supervisor = Supervisor(sandbox.directory)
     url = None
     if variant.kind == "promsched":
+        wanted = applied_plugins(sandbox, variant.scheduler_name)
+        if not wanted:
+            raise SandboxError(f"no SchedulingPolicy with schedulerName {variant.scheduler_name} applied")
         budget = ("--kube-api-qps", str(variant.qps), "--kube-api-burst", str(variant.burst))
         url = start_scheduler(
             sandbox, lambda _line: None, name=variant.process, extra=budget if variant.qps else ()
         )
-        _wait_for_metrics(url)
+        _wait_for_metrics(url, wanted)
     elif variant.kind == "kube-scheduler":
         _start_kube_scheduler(sandbox, variant, supervisor)
     else:
