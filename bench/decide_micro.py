@@ -44,7 +44,8 @@ from promsched.metrics.scoring import ScoreMemo
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler

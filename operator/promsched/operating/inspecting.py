@@ -45,7 +45,8 @@ from promsched.operating.rendering import (
 )
 from promsched.operating.secrets import SecretCache
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.intake.following import Intake
 from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue

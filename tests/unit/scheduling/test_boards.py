@@ -14,7 +14,8 @@ import pytest
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import BOARDS_KEPT, Board, Search
-from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide, feasible_nodes_to_find
+from promsched.scheduling.cycle.deciding import Outcome, decide, feasible_nodes_to_find
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.objects.pods import PodInfo
 from support.clocks import Clock
 from support.objects import node, pod

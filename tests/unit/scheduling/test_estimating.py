@@ -9,9 +9,9 @@ import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.estimating import Estimates, EstimateSource, percentile
-from promsched.scheduling.cycle.herding import herd_adjustments
+from promsched.scheduling.cycle.memos import DecisionMemo, herd_adjustments
 from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.objects.resources import Resources
 from support.clocks import Clock

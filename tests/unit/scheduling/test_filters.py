@@ -18,7 +18,7 @@ from promsched.scheduling.filters.ports import NodePorts, conflicts
 from promsched.scheduling.filters.readiness import NodeReadiness
 from promsched.scheduling.filters.taints import TaintToleration
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
-from promsched.scheduling.objects.nodes import NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.pods import HostPort, PodInfo
 from support.objects import node, pod
 from support.statuses import reason_of

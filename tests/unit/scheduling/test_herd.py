@@ -7,13 +7,8 @@ import pytest
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo
-from promsched.scheduling.cycle.herding import (
-    METRIC_LAG_SECONDS,
-    HerdWindow,
-    herd_adjustments,
-    herd_memory_seconds,
-)
+from promsched.scheduling.cycle.herding import METRIC_LAG_SECONDS, HerdWindow, herd_memory_seconds
+from promsched.scheduling.cycle.memos import DecisionMemo, herd_adjustments
 from promsched.scheduling.objects.resources import Resources
 from support.clocks import Clock
 from support.objects import GIB, node, pod_info

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide
+from promsched.scheduling.cycle.deciding import Outcome, decide
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.node_verdicts import (

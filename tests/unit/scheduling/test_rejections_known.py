@@ -11,7 +11,8 @@ import pytest
 
 from promsched.metrics import plan_from_policy
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, Outcome, decide, prepare_checks
+from promsched.scheduling.cycle.deciding import Outcome, decide, prepare_checks
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.filters import DEFAULT_CLUSTER_FILTERS, known_rejections
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
 from promsched.scheduling.objects.nodes import NodeInfo

@@ -10,7 +10,8 @@ import pytest
 from promsched.metrics import Snapshot, plan_from_policy
 from promsched.metrics.scoring import score_nodes
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, decide
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.objects.resources import Resources
 from support.objects import GIB, node, pod, pod_info
 from support.policies import policy_spec

@@ -28,7 +28,8 @@ from promsched.scheduling.cluster.change_feeds import ChangeFeed
 from promsched.scheduling.cluster.placement_indexes import PlacementIndexes
 from promsched.scheduling.objects.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.objects.disruption_budgets import DisruptionBudget
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.selectors import LabelSelector
 from promsched.scheduling.objects.storage_capacities import CSIDriverInfo, StorageCapacityInfo

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from promsched.scheduling.cluster.caches import ClusterCache
-    from promsched.scheduling.objects.pods import PodInfo
-    from promsched.scheduling.objects.selectors import LabelSelector
+from promsched.scheduling.cluster.listers import PodLister
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.selectors import LabelSelector
 
 # Counts kept (the least recently used go first): a burst has a few selectors.
 COUNTS_KEPT: Final = 16
@@ -33,7 +32,7 @@ class MatchingPods:
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple[LabelSelector, str], _Counts] = OrderedDict()
 
-    def per_node(self, selector: LabelSelector, namespace: str, cache: ClusterCache) -> Mapping[str, int]:
+    def per_node(self, selector: LabelSelector, namespace: str, cache: PodLister) -> Mapping[str, int]:
         """Node -> the counted pods of `namespace` that `selector` matches there, terminating ones left
         out (as kube counts them for spreading); read-only."""
         key = (selector, namespace)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cluster.listers import NodeLister
 
 _NONE: Final[frozenset[str]] = frozenset()
 
@@ -26,7 +25,7 @@ class NodeLabelIndex:
     indexed: dict[str, Mapping[str, str]] = field(default_factory=dict)  # node -> its labels indexed
     version: int = -1  # the cache's node change count it is up to date with; -1: never built
 
-    def following(self, cache: ClusterCache) -> NodeLabelIndex:
+    def following(self, cache: NodeLister) -> NodeLabelIndex:
         """This index, up to date with `cache`'s nodes."""
         feed = cache.node_changes
         if self.version == feed.count:
@@ -44,7 +43,7 @@ class NodeLabelIndex:
         """The nodes whose label `key` is `value`."""
         return self.by_label.get(key, {}).get(value, _NONE)
 
-    def lacking(self, key: str, cache: ClusterCache) -> list[str]:
+    def lacking(self, key: str, cache: NodeLister) -> list[str]:
         """The nodes without label `key`: none to look for when every node carries it."""
         if self.carrying[key] == len(cache.nodes):
             return []

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from promsched.scheduling.cluster.caches import ClusterCache
-    from promsched.scheduling.objects.nodes import NodeInfo
-    from promsched.scheduling.objects.pods import PodInfo
-    from promsched.scheduling.objects.spread_constraints import SpreadConstraint
+from promsched.scheduling.cluster.listers import NodeLister
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.spread_constraints import SpreadConstraint
 
 # Layouts kept (the least recently used go first): a cluster has a few spread pod shapes at a time.
 LAYOUTS_KEPT: Final = 16
@@ -59,7 +58,7 @@ class SpreadLayout:
             return
         self.carrying.add(node.name)
         for constraint, domains, sizes in zip(self.constraints, self.domains, self.sizes, strict=True):
-            if constraint.admits_node(self.pod, node):
+            if _admits(constraint, self.pod, node):
                 domain = domains[node.name] = labels[constraint.topology_key]
                 sizes[domain] += 1
 
@@ -83,9 +82,7 @@ class SpreadLayouts:
     def __init__(self) -> None:
         self._kept: OrderedDict[Hashable, SpreadLayout] = OrderedDict()
 
-    def of(
-        self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], cache: ClusterCache
-    ) -> SpreadLayout:
+    def of(self, pod: PodInfo, constraints: tuple[SpreadConstraint, ...], cache: NodeLister) -> SpreadLayout:
         """The layout of `constraints` for pods like `pod`, up to date with `cache`'s nodes."""
         key = _shape(pod, constraints)
         feed = cache.node_changes
@@ -103,6 +100,13 @@ class SpreadLayouts:
             changed = cache.nodes if layout.version < 0 else feed.since(layout.version)
             layout.follow(cache.nodes, changed, feed.count)
         return layout
+
+
+def _admits(constraint: SpreadConstraint, pod: PodInfo, node: NodeInfo) -> bool:
+    """Whether `node` counts towards `constraint`'s domains for pods like `pod` (its inclusion policies)."""
+    if constraint.honor_node_affinity and not pod.selects_node(node):
+        return False
+    return not (constraint.honor_node_taints and pod.untolerated_filtering_taint(node) is not None)
 
 
 def _shape(pod: PodInfo, constraints: tuple[SpreadConstraint, ...]) -> Hashable:

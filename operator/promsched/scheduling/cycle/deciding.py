@@ -19,17 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from promsched.api.policies import DEFAULT_PREFERENCE_WEIGHT
-from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
+from promsched.metrics.scoring import NodeResult
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.boards import Boards, Search
-from promsched.scheduling.cycle.estimating import Estimates
-from promsched.scheduling.cycle.herding import HerdWindow, herd_loads
+from promsched.scheduling.cycle.boards import Search
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.cycle.nominations import filter_node, nominated_before
 from promsched.scheduling.cycle.preempting import Preemption, nominated_node, preempt
 from promsched.scheduling.cycle.preemption_candidates import Evictable
 from promsched.scheduling.cycle.rankings import Ranking
-from promsched.scheduling.cycle.thresholding import IncomingLoad, Thresholds
+from promsched.scheduling.cycle.thresholding import IncomingLoad
 from promsched.scheduling.filters import (
     DEFAULT_CLUSTER_FILTERS,
     DEFAULT_FILTERS,
@@ -43,7 +42,6 @@ from promsched.scheduling.filters import (
 )
 from promsched.scheduling.filters.checks import NodeCheck, Rejection
 from promsched.scheduling.filters.node_verdicts import (
-    NodeVerdicts,
     node_only_prefix,
     pod_key,
     requests_key,
@@ -88,48 +86,6 @@ def feasible_nodes_to_find(total_nodes: int) -> int:
         return total_nodes
     percent = max(MIN_FEASIBLE_PERCENT, BASE_FEASIBLE_PERCENT - total_nodes // 125)
     return max(MIN_FEASIBLE_NODES_TO_FIND, total_nodes * percent // 100)
-
-
-@dataclass(slots=True)
-class DecisionMemo:
-    """What decisions work out once from `snapshot` and look up afterwards: node scores, the herd
-    adjustment per node (kept until the node's placements change), the node-only filters' verdicts. Its
-    owner, the policy's runtime, keeps one per snapshot, so `decide()` itself holds no state."""
-
-    snapshot: Snapshot
-    scores: ScoreMemo = field(default_factory=ScoreMemo)
-    herd_windows: tuple[HerdWindow, ...] | None = None
-    # node -> the load to add per plugin, for the nodes with some, as of the cache's placement and node
-    # change counts `herd_version` (a load is a share of the node's allocatable)
-    herd: dict[str, dict[str, float]] = field(default_factory=dict)
-    herd_version: tuple[int, int] = (0, 0)
-    estimates: Estimates | None = None  # what pods are expected to use, by this snapshot's usage
-    thresholds: Thresholds | None = None  # the cpu and memory thresholds, against incoming pods
-    # The node-only filters' verdicts per node, kept until the node changes (snapshots change nothing).
-    verdicts: NodeVerdicts = field(default_factory=NodeVerdicts)
-    # Every node's outcome for pods alike, where nothing but the node and its usage totals decides.
-    boards: Boards = field(default_factory=Boards)
-
-    def estimates_for(self, cache: ClusterCache) -> Estimates:
-        if self.estimates is None:
-            self.estimates = Estimates(self.snapshot, cache)
-        return self.estimates
-
-    def judge_load(
-        self, cache: ClusterCache, nodes: list[str], incoming: IncomingLoad | None
-    ) -> list[NodeResult]:
-        """`nodes` scored by load with the herd load added, those the incoming pod's estimate would take
-        past a threshold filtered out: how placement, and preemption for its candidates, judge load."""
-        results = score_nodes(self.snapshot, nodes, extra_load=herd_loads(cache, self), memo=self.scores)
-        return incoming.filter(results) if incoming is not None else results
-
-    def incoming_load(self, pod: PodInfo, cache: ClusterCache) -> IncomingLoad | None:
-        """The pod's estimate against the thresholds; None when none concerns it."""
-        if self.thresholds is None:
-            self.thresholds = Thresholds(self.snapshot, cache)
-        if not self.thresholds.checks:
-            return None
-        return self.thresholds.incoming(self.estimates_for(cache).of(pod))
 
 
 def prepare_checks(
@@ -242,7 +198,7 @@ def decide(
     checked_out = known_rejections(checks, cache) if whole and total_nodes else None
     if checked_out is not None:
         key = (filters, pod_key(pod), requests_key(pod), incoming.amounts if incoming is not None else None)
-        herd = herd_loads(cache, memo)
+        herd = memo.herd_loads(cache)
         board = memo.boards.board(key, pod, cache, snapshot, memo.scores, herd, filters, incoming)
         search = board.search(start, wanted, checked_out)
     failed: list[tuple[str, Status]] = []

@@ -8,17 +8,13 @@ at its pod's estimate (`estimating`), for the share of each plugin's window it i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from promsched.metrics.planning import Plan
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.estimating import ESTIMATED_PLUGINS, Estimates
-
-if TYPE_CHECKING:
-    from promsched.scheduling.cycle.deciding import DecisionMemo
 
 # A pod's load reaches the metrics once it runs and the exporter is scraped again: kube-prometheus-stack
 # scrapes every 30 s.
@@ -89,40 +85,45 @@ def _unseen_load(
     return load
 
 
-def herd_loads(cache: ClusterCache, memo: DecisionMemo) -> Mapping[str, dict[str, float]]:
-    """Load (percentage points) to add per node and plugin for pods placed too recently for the
-    snapshot's values to show them fully, so a burst does not all land on the node that looked idlest
-    when the metrics were read; nodes with none are left out.
+@dataclass(slots=True)
+class HerdLoads:
+    """Load (percentage points) to add per node and plugin for pods placed too recently for `snapshot`'s
+    values to show them fully, so a burst does not all land on the node that looked idlest when the
+    metrics were read.
 
     Per snapshot it is worked out once per node, and again for the nodes whose placements or object
     changed since, so a pod's cycle costs what changed since the previous one.
     """
-    windows = memo.herd_windows
-    if windows is None:
-        windows = memo.herd_windows = herd_windows(memo.snapshot)
-    version = (cache.placement_changes.count, cache.node_changes.count)
-    if not windows or memo.herd_version == version:
-        return memo.herd
-    known = memo.herd
-    horizon = min(window.horizon for window in windows)
-    changed = set(cache.placement_changes.since(memo.herd_version[0]))
-    changed.update(cache.node_changes.since(memo.herd_version[1]))
-    for node in changed:
-        placements = cache.placements.get(node)
-        load = None
-        if placements and placements[-1].at > horizon:
-            load = _unseen_load(cache, node, windows, memo.estimates_for(cache))
-        if load:
-            known[node] = load
-        else:
-            known.pop(node, None)
-    memo.herd_version = version
-    return known
 
+    snapshot: Snapshot
+    windows: tuple[HerdWindow, ...] | None = None
+    # node -> the load to add per plugin, for the nodes with some, as of the cache's placement and node
+    # change counts `version` (a load is a share of the node's allocatable)
+    loads: dict[str, dict[str, float]] = field(default_factory=dict)
+    version: tuple[int, int] = (0, 0)
 
-def herd_adjustments(
-    cache: ClusterCache, memo: DecisionMemo, nodes: Iterable[str]
-) -> dict[str, dict[str, float]]:
-    """`herd_loads` of `nodes`."""
-    loads = herd_loads(cache, memo)
-    return {node: loads[node] for node in nodes if node in loads}
+    def following(
+        self, cache: ClusterCache, estimates_for: Callable[[ClusterCache], Estimates]
+    ) -> Mapping[str, dict[str, float]]:
+        """The loads, up to date with `cache`; nodes with none are left out."""
+        windows = self.windows
+        if windows is None:
+            windows = self.windows = herd_windows(self.snapshot)
+        version = (cache.placement_changes.count, cache.node_changes.count)
+        if not windows or self.version == version:
+            return self.loads
+        known = self.loads
+        horizon = min(window.horizon for window in windows)
+        changed = set(cache.placement_changes.since(self.version[0]))
+        changed.update(cache.node_changes.since(self.version[1]))
+        for node in changed:
+            placements = cache.placements.get(node)
+            load = None
+            if placements and placements[-1].at > horizon:
+                load = _unseen_load(cache, node, windows, estimates_for(cache))
+            if load:
+                known[node] = load
+            else:
+                known.pop(node, None)
+        self.version = version
+        return known

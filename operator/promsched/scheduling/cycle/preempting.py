@@ -18,9 +18,10 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.cycle.preemption_candidates import (
     NO_VICTIMS,
     Candidate,
@@ -33,9 +34,6 @@ from promsched.scheduling.filters import Filter, summarize_failures
 from promsched.scheduling.filters.checks import NodeCheck
 from promsched.scheduling.framework import Code, Status
 from promsched.scheduling.objects.pods import PREEMPT_NEVER, PodInfo
-
-if TYPE_CHECKING:
-    from promsched.scheduling.cycle.deciding import DecisionMemo
 
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 NEVER: Final = "not eligible due to preemptionPolicy=Never."

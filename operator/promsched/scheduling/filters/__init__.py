@@ -34,7 +34,8 @@ from promsched.scheduling.filters.volume_limits import NodeVolumeLimits
 from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
 from promsched.scheduling.framework import ClusterEvent, Status
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ import functools
 from typing import Final
 
 from promsched.scheduling.framework import ClusterEvent, Code, Status
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 
 TOO_MANY_PODS: Final = "Too many pods"

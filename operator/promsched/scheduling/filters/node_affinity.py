@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Final
 
 from promsched.scheduling.framework import ClusterEvent, Code, Status
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 
 REASON: Final = "node(s) didn't match Pod's node affinity/selector"

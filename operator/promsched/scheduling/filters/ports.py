@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from promsched.scheduling.framework import ClusterEvent, Code, Status
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import WILDCARD_HOST_IP, HostPort, PodInfo
 
 REASON: Final = "node(s) didn't have free ports for the requested pod ports"

@@ -7,7 +7,8 @@ names the node's first untolerated taint, in kube's words: ``{key: value}`` (``{
 from __future__ import annotations
 
 from promsched.scheduling.framework import ClusterEvent, Code, Status
-from promsched.scheduling.objects.nodes import NodeInfo, NodeUsage
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 
 

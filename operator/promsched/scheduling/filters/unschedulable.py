@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from promsched.scheduling.framework import ClusterEvent, Code, Status
-from promsched.scheduling.objects.nodes import NO_SCHEDULE, NodeInfo, NodeUsage, Taint
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NO_SCHEDULE, NodeInfo, Taint
 from promsched.scheduling.objects.pods import PodInfo
 
 REASON: Final = "node(s) were unschedulable"

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from promsched.scheduling.objects.affinity_terms import NO_POD_AFFINITY, PodAffinity, parse_pod_affinity
 from promsched.scheduling.objects.node_selectors import (
@@ -24,7 +24,7 @@ from promsched.scheduling.objects.node_selectors import (
     preferred_affinity,
     required_affinity,
 )
-from promsched.scheduling.objects.nodes import FILTERING_EFFECTS
+from promsched.scheduling.objects.nodes import FILTERING_EFFECTS, NodeInfo, Taint
 from promsched.scheduling.objects.pod_limits import controller_of, pod_limits
 from promsched.scheduling.objects.pod_requests import pod_requests, requests_status_key
 from promsched.scheduling.objects.resources import (
@@ -36,9 +36,6 @@ from promsched.scheduling.objects.resources import (
     object_field,
 )
 from promsched.scheduling.objects.spread_constraints import SpreadConstraint, parse_spread_constraints
-
-if TYPE_CHECKING:
-    from promsched.scheduling.objects.nodes import NodeInfo, Taint
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})

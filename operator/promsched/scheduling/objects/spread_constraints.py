@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from promsched.scheduling.objects.resources import FieldError, list_field
 from promsched.scheduling.objects.selectors import LabelSelector, parse_label_selector
-
-if TYPE_CHECKING:
-    from promsched.scheduling.objects.nodes import NodeInfo
-    from promsched.scheduling.objects.pods import PodInfo
 
 SPREAD_PATH: Final = "spec.topologySpreadConstraints"
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
@@ -35,12 +31,6 @@ class SpreadConstraint:
     min_domains: int = 1
     honor_node_affinity: bool = True
     honor_node_taints: bool = False
-
-    def admits_node(self, pod: PodInfo, node: NodeInfo) -> bool:
-        """Whether `node` counts towards this constraint's domains (its inclusion policies)."""
-        if self.honor_node_affinity and not pod.selects_node(node):
-            return False
-        return not (self.honor_node_taints and pod.untolerated_filtering_taint(node) is not None)
 
 
 def parse_spread_constraints(

@@ -35,8 +35,8 @@ from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Boards
-from promsched.scheduling.cycle.deciding import DecisionMemo
 from promsched.scheduling.cycle.herding import herd_memory_seconds
+from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME
 from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.policies.recording import PolicyStatus, condition

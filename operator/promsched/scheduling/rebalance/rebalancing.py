@@ -45,8 +45,9 @@ from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.sustaining import sustained_values
 from promsched.scheduling import telemetry
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.deciding import DecisionMemo, decide
-from promsched.scheduling.cycle.herding import herd_adjustments, herd_memory_seconds, herd_windows
+from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.cycle.herding import herd_memory_seconds, herd_windows
+from promsched.scheduling.cycle.memos import DecisionMemo, herd_adjustments
 from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.selectors import LabelSelector, parse_label_selector
