@@ -22,7 +22,7 @@ from promsched.sandbox.usages import (
     default_usage,
     usage_of,
 )
-from promsched.scheduling.objects.resources import FieldError
+from promsched.scheduling.objects.fields import FieldError
 
 logger = logging.getLogger(__name__)
 

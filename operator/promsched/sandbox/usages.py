@@ -21,15 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from promsched.scheduling.objects.fields import FieldError, list_field, object_field
 from promsched.scheduling.objects.pod_requests import pod_requests
-from promsched.scheduling.objects.resources import (
-    FieldError,
-    QuantityError,
-    container_requests,
-    list_field,
-    object_field,
-    parse_quantity,
-)
+from promsched.scheduling.objects.resources import QuantityError, container_requests, parse_quantity
 
 ANNOTATION: Final = "sandbox.promsched.io/usage"
 DEFAULT_CPU_SHARE: Final = 0.5

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo, Taint
 from promsched.scheduling.objects.pods import HostPort, PodInfo
-from promsched.scheduling.objects.resources import ZERO_RESOURCES, FieldError, QuantityError, Resources
+from promsched.scheduling.objects.resources import ZERO_RESOURCES, QuantityError, Resources
 from support.objects import GIB, node_object, pod_info
 
 NODE: dict[str, Any] = {

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.pod_requests import pod_requests
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.objects.resources import FieldError, Resources
+from promsched.scheduling.objects.resources import Resources
 
 GIB = 1024**3
 INFEASIBLE = {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.pod_requests import pod_requests
 from promsched.scheduling.objects.resources import (
     INT64_MAX,
     ZERO_RESOURCES,
-    FieldError,
     QuantityError,
     Resources,
     parse_quantity,

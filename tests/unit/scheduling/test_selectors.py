@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from promsched.scheduling.objects.resources import FieldError
+from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.selectors import parse_label_selector
 from support.objects import node, pod
 from support.placement import anti_affinity, cache_with, required_term

@@ -11,8 +11,8 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits, VolumeLimitsCheck
 from promsched.scheduling.framework import ClusterEvent
 from promsched.scheduling.objects.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachmentInfo, csi_volume
+from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.objects.resources import FieldError
 from promsched.scheduling.objects.storage_capacities import CSIDriverInfo
 from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from promsched.scheduling.schedulers import Scheduler

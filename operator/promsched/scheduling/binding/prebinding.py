@@ -29,8 +29,8 @@ from promsched.kube import volume_requests
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, SupportsSend
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cluster.versions import version_of
 from promsched.scheduling.filters.volume_binding_plans import StaticBinding, VolumePlan
+from promsched.scheduling.objects.fields import version_of
 from promsched.scheduling.objects.volumes import (
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,

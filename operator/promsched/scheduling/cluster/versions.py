@@ -14,27 +14,13 @@ otherwise): it is refused, and the tombstones no newer than L can go.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
 
 # Tombstones kept per kind between two complete lists; beyond this the oldest go first. Only a state
 # older than a forgotten deletion, arriving after that many later deletions, could still come back.
 MAX_TOMBSTONES = 20_000
-
-
-def version_of(metadata: Mapping[str, Any]) -> int | None:
-    """The resourceVersion as a number; None where it is not etcd's (nothing to compare)."""
-    return parse_version(metadata.get("resourceVersion", ""))
-
-
-def parse_version(resource_version: str) -> int | None:
-    """A resourceVersion as a number; None where it is not etcd's."""
-    try:
-        return int(resource_version)
-    except (TypeError, ValueError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,10 +34,11 @@ from promsched.kube.reflecting import SupportsWatch
 from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cluster.drift import Difference, Differences, shown
-from promsched.scheduling.cluster.versions import Held, Versions, parse_version, version_of
+from promsched.scheduling.cluster.versions import Held, Versions
 from promsched.scheduling.framework import ClusterEvent
 from promsched.scheduling.intake.bound_pods import UNFINISHED_PODS, BoundPods
 from promsched.scheduling.intake.secondary_kinds import SecondaryKinds
+from promsched.scheduling.objects.fields import parse_version, version_of
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.objects.resources import Resources

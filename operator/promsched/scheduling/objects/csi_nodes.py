@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from promsched.scheduling.objects.resources import FieldError, integer_field, list_field, object_field
+from promsched.scheduling.objects.fields import FieldError, integer_field, list_field, object_field
 
 # In-tree plugins whose volumes count against a CSI driver (kube's isCSIMigrationOn): plugin -> driver.
 MIGRATED_PLUGINS: Final = MappingProxyType(

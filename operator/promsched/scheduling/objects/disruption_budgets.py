@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from promsched.scheduling.objects.fields import FieldError, integer_field, object_field
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.objects.resources import FieldError, integer_field, object_field
 from promsched.scheduling.objects.selectors import NOTHING, LabelSelector, parse_label_selector
 
 

@@ -11,13 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from promsched.scheduling.objects.resources import (
-    INT64_MAX,
-    FieldError,
-    integer_field,
-    list_field,
-    object_field,
-)
+from promsched.scheduling.objects.fields import FieldError, integer_field, list_field, object_field
+from promsched.scheduling.objects.resources import INT64_MAX
 
 # The only node field a nodeSelectorTerm's matchFields may name.
 NODE_NAME_FIELD: Final = "metadata.name"

@@ -7,13 +7,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from promsched.scheduling.objects.fields import FieldError, list_field, object_field
 from promsched.scheduling.objects.resources import (
     PODS,
     ZERO_RESOURCES,
-    FieldError,
     Resources,
-    list_field,
-    object_field,
     parse_quantity,
     resources_from_list,
 )

@@ -6,15 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from promsched.scheduling.objects.resources import (
-    CPU,
-    MEMORY,
-    ZERO_RESOURCES,
-    Resources,
-    list_field,
-    object_field,
-    parse_quantity,
-)
+from promsched.scheduling.objects.fields import list_field, object_field
+from promsched.scheduling.objects.resources import CPU, MEMORY, ZERO_RESOURCES, Resources, parse_quantity
 
 
 def _limit(resources: Mapping[str, Any], name: str, path: str) -> int | None:

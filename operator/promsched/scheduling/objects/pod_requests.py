@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from promsched.scheduling.objects.fields import list_field, object_field
 from promsched.scheduling.objects.resources import (
     CPU,
     HUGEPAGES_PREFIX,
@@ -15,8 +16,6 @@ from promsched.scheduling.objects.resources import (
     ZERO_RESOURCES,
     Resources,
     container_requests,
-    list_field,
-    object_field,
     resources_from_list,
 )
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from promsched.scheduling.objects.affinity_terms import NO_POD_AFFINITY, PodAffinity, parse_pod_affinity
+from promsched.scheduling.objects.fields import FieldError, integer_field, list_field, object_field
 from promsched.scheduling.objects.node_selectors import (
     NodeSelector,
     PreferredTerm,
@@ -27,14 +28,7 @@ from promsched.scheduling.objects.node_selectors import (
 from promsched.scheduling.objects.nodes import FILTERING_EFFECTS, NodeInfo, Taint
 from promsched.scheduling.objects.pod_limits import controller_of, pod_limits
 from promsched.scheduling.objects.pod_requests import pod_requests, requests_status_key
-from promsched.scheduling.objects.resources import (
-    ZERO_RESOURCES,
-    FieldError,
-    Resources,
-    integer_field,
-    list_field,
-    object_field,
-)
+from promsched.scheduling.objects.resources import ZERO_RESOURCES, Resources
 from promsched.scheduling.objects.spread_constraints import SpreadConstraint, parse_spread_constraints
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"

@@ -1,8 +1,5 @@
 """Resource quantities as the API writes them, and the requests a pod makes as kube-scheduler counts them.
 
-Also the readers for optional object and list fields that pods and nodes share, so every malformed field
-raises a `FieldError` that names it.
-
 Quantities follow apimachinery's resource.Quantity: ``<sign><digits>.<digits><suffix>`` where the suffix
 is binary (``Ki`` .. ``Ei``), decimal (``n u m "" k M G T P E``) or an exponent (``e3``, ``E-2``). Values
 are exact (no floats) and round up, away from zero, as Quantity.Value() and MilliValue() do: cpu counts
@@ -18,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
+
+from promsched.scheduling.objects.fields import FieldError, object_field
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
@@ -49,10 +48,6 @@ _MAX_POWER: Final = 40
 _MIN_POWER_BELOW_DIGITS: Final = 30
 
 HUGEPAGES_PREFIX: Final = "hugepages-"
-
-
-class FieldError(ValueError):
-    """A field of an API object that cannot be read; the message names the field."""
 
 
 class QuantityError(FieldError):
@@ -240,30 +235,3 @@ def container_requests(container: Mapping[str, Any], path: str) -> Resources:
         for name, value in object_field(resources.get("requests"), f"{path}.resources.requests").items()
     )
     return _resources(entries)
-
-
-def object_field(value: object, path: str) -> Mapping[str, Any]:
-    """An optional object field: absent or null reads as empty."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise FieldError(f"{path}: expected an object, got {value!r}")
-    return value
-
-
-def list_field(value: object, path: str) -> list[Mapping[str, Any]]:
-    """An optional list of objects: absent or null reads as empty."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
-        raise FieldError(f"{path}: expected a list of objects, got {value!r}")
-    return value
-
-
-def integer_field(value: object, path: str) -> int:
-    """An optional integer field: absent or null reads as 0."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(f"{path}: expected an integer, got {value!r}")
-    return value

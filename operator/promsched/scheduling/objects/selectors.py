@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from promsched.scheduling.objects.resources import FieldError, list_field, object_field
+from promsched.scheduling.objects.fields import FieldError, list_field, object_field
 
 _OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from promsched.scheduling.objects.resources import FieldError, list_field
+from promsched.scheduling.objects.fields import FieldError, list_field
 from promsched.scheduling.objects.selectors import LabelSelector, parse_label_selector
 
 SPREAD_PATH: Final = "spec.topologySpreadConstraints"

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from promsched.scheduling.objects.resources import FieldError, object_field, parse_quantity
+from promsched.scheduling.objects.fields import FieldError, object_field
+from promsched.scheduling.objects.resources import parse_quantity
 from promsched.scheduling.objects.selectors import NOTHING, LabelSelector, parse_label_selector
 
 

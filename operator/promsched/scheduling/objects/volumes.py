@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from promsched.scheduling.cluster.versions import version_of
 from promsched.scheduling.objects.csi_nodes import CSIVolume, csi_volume
+from promsched.scheduling.objects.fields import FieldError, list_field, object_field, version_of
 from promsched.scheduling.objects.node_selectors import (
     NodeSelector,
     NodeSelectorTerm,
     parse_node_selector_term,
 )
-from promsched.scheduling.objects.resources import FieldError, list_field, object_field, parse_quantity
+from promsched.scheduling.objects.resources import parse_quantity
 from promsched.scheduling.objects.selectors import NOTHING, LabelSelector, parse_label_selector
 
 # Set by the PersistentVolume controller once it has bound claim and volume both ways; until then a
