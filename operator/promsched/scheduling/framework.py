@@ -1,15 +1,28 @@
-"""What a filter says about a node, as kube-scheduler's framework.Status: a code and a reason.
+"""The scheduling framework's interfaces, as kube-scheduler's framework/interface.go: what a filter says
+about a node (`Status`: a code and a reason), and the extension points the filters and scorers implement.
 
 The code tells preemption whether evicting pods from the node could lift the rejection
 (Unschedulable) or not (UnschedulableAndUnresolvable). Each filter also declares the cluster events
 that can lift its rejections (kube's EventsToRegister); a pod parked as unschedulable goes back to the
 queue on those events only, or after the queue's longest wait.
+
+- `Filter`: judges a node by the node and what its pods take (kube's Filter).
+- `ClusterFilter`: prepares once per pod and cycle what it needs from the whole cluster (kube's
+  PreFilter), a `NodeCheck` then judging each node by lookups, or a `Rejection` of the pod.
+- `Scorer`: a placement preference's score for every feasible node (kube's Score with its normalisation).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Flag, StrEnum, auto
+from typing import Final, Protocol, runtime_checkable
+
+from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.node_usages import NodeUsage
+from promsched.scheduling.objects.nodes import NodeInfo
+from promsched.scheduling.objects.pods import PodInfo
 
 
 class Code(StrEnum):
@@ -74,3 +87,102 @@ class Status:
     def eviction_may_help(self) -> bool:
         """Whether evicting pods from the node could lift it: only then is preemption worth assessing."""
         return self.code is Code.UNSCHEDULABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """The pod fits no node for a reason about the pod itself. `message` follows "0/N nodes are
+    available:" in FailedScheduling, as kube reports a PreFilter that fails; `lifted_by` the events
+    that may change that (the rejecting filter's declaration)."""
+
+    message: str
+    lifted_by: ClusterEvent = ClusterEvent.ANY
+
+
+class NodeCheck(Protocol):
+    """A cluster filter's state for one pod in one cycle; checking a node is a lookup in it."""
+
+    def check(self, node: NodeInfo) -> Status | None:
+        """None if the pod may go to `node`; else why not, naming no node."""
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Count `pod` on `node` as gone (a pod preemption would evict), as kube's PreFilter extensions
+        do."""
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Count again a pod that `remove_pod` took away."""
+
+
+@runtime_checkable
+class RejectionsKnown(Protocol):
+    """A check that can tell which nodes it rejects without visiting each: those of a few topology
+    domains. `decide` then looks the other nodes' verdicts up on its boards."""
+
+    def rejections(self, cache: ClusterCache) -> dict[str, Status] | None:
+        """Node -> why, for every node of `cache` it rejects (`check`'s statuses); None when it cannot
+        tell this time, and each node is to be checked."""
+
+
+class PodIndependentCheck:
+    """For checks that do not depend on which pods run where (volumes): evictions change nothing."""
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        return
+
+    def add_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        return
+
+
+class Filter(Protocol):
+    @property
+    def name(self) -> str:
+        """The filter's name in logs; kube's plugin name where there is one."""
+
+    @property
+    def events(self) -> ClusterEvent:
+        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
+
+    def concerns(self, pod: PodInfo) -> bool:
+        """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
+
+    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
+        """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
+
+
+class ClusterFilter(Protocol):
+    @property
+    def name(self) -> str:
+        """kube's plugin name."""
+
+    @property
+    def events(self) -> ClusterEvent:
+        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
+
+    def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
+        """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing
+        about the pod concerns this filter."""
+
+
+MAX_SCORE: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScores:
+    """One scorer's results, in the order of the nodes scored: `raw` as the plugin computes it (None for a
+    node the plugin does not score), `scores` normalised to 0..100."""
+
+    raw: list[float | None]
+    scores: list[float]
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str:
+        """kube's plugin name."""
+
+    @property
+    def weight(self) -> int:
+        """kube's default weight for the plugin."""
+
+    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
+        """Every node's score, or None when the pod gives this plugin nothing to prefer."""

@@ -31,9 +31,9 @@ from promsched.scheduling.binding.prebinding import BIND_TIMEOUT_SECONDS
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import Outcome, decide
 from promsched.scheduling.cycle.preempting import nominated_node
-from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.filters.volume_binding import plan_for
-from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.framework import ClusterEvent, Filter
 from promsched.scheduling.intake.following import RESYNC_INTERVAL, Intake
 from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.policies.decisions import TOP_NODES, decision_record

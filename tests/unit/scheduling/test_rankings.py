@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from promsched.metrics.scoring import NodeResult, PluginResult
 from promsched.scheduling.cycle.rankings import Ranking
+from promsched.scheduling.framework import NodeScores
 from promsched.scheduling.scores import Preferences
-from promsched.scheduling.scores.normalizing import NodeScores
 
 
 def test_a_ranking_reads_as_the_blended_results_sorted_best_first() -> None:

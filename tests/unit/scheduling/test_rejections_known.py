@@ -14,7 +14,7 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import Outcome, decide, prepare_checks
 from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.filters import DEFAULT_CLUSTER_FILTERS, known_rejections
-from promsched.scheduling.filters.checks import NodeCheck, Rejection
+from promsched.scheduling.framework import NodeCheck, Rejection
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from support.objects import HOSTNAME, ZONE, node, pod

@@ -27,8 +27,8 @@ from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.thresholding import IncomingLoad
-from promsched.scheduling.filters import Filter, run_filters
-from promsched.scheduling.framework import ClusterEvent, Status
+from promsched.scheduling.filters import run_filters
+from promsched.scheduling.framework import ClusterEvent, Filter, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 

@@ -32,25 +32,31 @@ from promsched.scheduling.cycle.thresholding import IncomingLoad
 from promsched.scheduling.filters import (
     DEFAULT_CLUSTER_FILTERS,
     DEFAULT_FILTERS,
-    ClusterFilter,
-    Filter,
     known_rejections,
     run_checks,
     run_filters,
     summarize_failures,
     summarize_rejection,
 )
-from promsched.scheduling.filters.checks import NodeCheck, Rejection
 from promsched.scheduling.filters.node_verdicts import (
     node_only_prefix,
     pod_key,
     requests_key,
     usage_totals_only,
 )
-from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.framework import (
+    ClusterEvent,
+    ClusterFilter,
+    Code,
+    Filter,
+    NodeCheck,
+    Rejection,
+    Scorer,
+    Status,
+)
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.scores import DEFAULT_SCORERS, Scorer, blend, score_preferences
+from promsched.scheduling.scores import DEFAULT_SCORERS, blend, score_preferences
 
 _total = operator.attrgetter("total")  # ranking's sort key: cheaper than a lambda over hundreds of nodes
 

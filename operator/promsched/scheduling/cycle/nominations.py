@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.filters import Filter, run_checks, run_filters
-from promsched.scheduling.filters.checks import NodeCheck
-from promsched.scheduling.framework import Status
+from promsched.scheduling.filters import run_checks, run_filters
+from promsched.scheduling.framework import Filter, NodeCheck, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo

@@ -30,9 +30,8 @@ from promsched.scheduling.cycle.preemption_candidates import (
     pick_one,
     select_victims,
 )
-from promsched.scheduling.filters import Filter, summarize_failures
-from promsched.scheduling.filters.checks import NodeCheck
-from promsched.scheduling.framework import Code, Status
+from promsched.scheduling.filters import summarize_failures
+from promsched.scheduling.framework import Code, Filter, NodeCheck, Status
 from promsched.scheduling.objects.pods import PREEMPT_NEVER, PodInfo
 
 NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"

@@ -17,9 +17,7 @@ from typing import Final
 
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.nominations import filter_node, nominated_before
-from promsched.scheduling.filters import Filter
-from promsched.scheduling.filters.checks import NodeCheck
-from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.framework import ClusterEvent, Code, Filter, NodeCheck, Status
 from promsched.scheduling.objects.disruption_budgets import DisruptionBudget, split_by_violation
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo

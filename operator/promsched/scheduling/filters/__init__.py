@@ -17,9 +17,8 @@ may also reject the pod outright, for a reason about the pod rather than any nod
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.checks import NodeCheck, Rejection, RejectionsKnown
 from promsched.scheduling.filters.fit import NodeResourcesFit
 from promsched.scheduling.filters.interpod_affinity import InterPodAffinity
 from promsched.scheduling.filters.node_affinity import NodeAffinity
@@ -33,7 +32,14 @@ from promsched.scheduling.filters.volume_binding import VolumeBinding
 from promsched.scheduling.filters.volume_limits import NodeVolumeLimits
 from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
-from promsched.scheduling.framework import ClusterEvent, Status
+from promsched.scheduling.framework import (
+    ClusterFilter,
+    Filter,
+    NodeCheck,
+    Rejection,
+    RejectionsKnown,
+    Status,
+)
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
@@ -42,36 +48,6 @@ if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache
 
 NO_NODES: Final = "no nodes available to schedule pods"
-
-
-class Filter(Protocol):
-    @property
-    def name(self) -> str:
-        """The filter's name in logs; kube's plugin name where there is one."""
-
-    @property
-    def events(self) -> ClusterEvent:
-        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
-
-    def concerns(self, pod: PodInfo) -> bool:
-        """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
-
-    def filter(self, pod: PodInfo, node: NodeInfo, usage: NodeUsage) -> Status | None:
-        """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
-
-
-class ClusterFilter(Protocol):
-    @property
-    def name(self) -> str:
-        """kube's plugin name."""
-
-    @property
-    def events(self) -> ClusterEvent:
-        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
-
-    def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
-        """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing
-        about the pod concerns this filter."""
 
 
 # kube-scheduler's order: the NodeAffinity PreFilter's node names, then the default Filter plugins.

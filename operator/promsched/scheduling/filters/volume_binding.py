@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
 from promsched.scheduling.filters.volume_binding_plans import (
     EVENTS,
     PodVolumeClaims,
@@ -23,7 +22,7 @@ from promsched.scheduling.filters.volume_binding_plans import (
     volumes_by_class,
 )
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
-from promsched.scheduling.framework import Status
+from promsched.scheduling.framework import PodIndependentCheck, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodClaim, PodInfo
 from promsched.scheduling.objects.volumes import ClaimInfo

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.checks import Rejection
-from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.framework import ClusterEvent, Code, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.volumes import READ_WRITE_ONCE_POD

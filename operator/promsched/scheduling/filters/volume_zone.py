@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from promsched.scheduling.filters.checks import PodIndependentCheck, Rejection
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
-from promsched.scheduling.framework import ClusterEvent, Code, Status
+from promsched.scheduling.framework import ClusterEvent, Code, PodIndependentCheck, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.volumes import VolumeInfo

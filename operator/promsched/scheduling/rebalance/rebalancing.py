@@ -48,7 +48,8 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.herding import herd_memory_seconds, herd_windows
 from promsched.scheduling.cycle.memos import DecisionMemo, herd_adjustments
-from promsched.scheduling.filters import DEFAULT_FILTERS, Filter
+from promsched.scheduling.filters import DEFAULT_FILTERS
+from promsched.scheduling.framework import Filter
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.selectors import LabelSelector, parse_label_selector
 from promsched.scheduling.policies.runtimes import PolicyRuntime, PolicyRuntimes

@@ -12,32 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from promsched.metrics.scoring import PluginResult
+from promsched.scheduling.framework import MAX_SCORE, NodeScores, Scorer
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
 from promsched.scheduling.scores.node_affinity import NodeAffinityScore
-from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
 from promsched.scheduling.scores.taints import TaintTolerationScore
 from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
 
 if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache
-
-
-class Scorer(Protocol):
-    @property
-    def name(self) -> str:
-        """kube's plugin name."""
-
-    @property
-    def weight(self) -> int:
-        """kube's default weight for the plugin."""
-
-    def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
-        """Every node's score, or None when the pod gives this plugin nothing to prefer."""
 
 
 DEFAULT_SCORERS: Final[tuple[Scorer, ...]] = (

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.framework import MAX_SCORE, NodeScores
 from promsched.scheduling.objects.affinity_terms import AffinityTerm
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
 
 if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from promsched.scheduling.framework import NodeScores
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.scores.normalizing import NodeScores, scaled_to_best
+from promsched.scheduling.scores.normalizing import scaled_to_best
 
 if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache

@@ -3,19 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
 
-MAX_SCORE: Final = 100
-
-
-@dataclass(frozen=True, slots=True)
-class NodeScores:
-    """One scorer's results, in the order of the nodes scored: `raw` as the plugin computes it (None for a
-    node the plugin does not score), `scores` normalised to 0..100."""
-
-    raw: list[float | None]
-    scores: list[float]
+from promsched.scheduling.framework import MAX_SCORE, NodeScores
 
 
 def scaled_to_best(raw: Sequence[int], *, fewer_is_better: bool = False) -> NodeScores:

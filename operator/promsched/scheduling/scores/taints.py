@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from promsched.scheduling.framework import NodeScores
 from promsched.scheduling.objects.nodes import PREFER_NO_SCHEDULE, NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.scores.normalizing import NodeScores, scaled_to_best
+from promsched.scheduling.scores.normalizing import scaled_to_best
 
 _TAINTS = attrgetter("taints")
 

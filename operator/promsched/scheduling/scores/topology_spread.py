@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.topology_spread import matching_pods_per_node
+from promsched.scheduling.framework import MAX_SCORE, NodeScores
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.scores.normalizing import MAX_SCORE, NodeScores
 
 if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache
