@@ -23,7 +23,7 @@ from promsched.api.builtins import (
     MetricSource,
 )
 from promsched.api.estimations import Estimation
-from promsched.api.fields import DURATION_PATTERN, PATTERN_HINTS
+from promsched.api.fields import AVG_AGGREGATION, DURATION_PATTERN, PATTERN_HINTS
 from promsched.api.plugin_specs import NormalizationType
 from promsched.api.policies import NodeIdentitySource
 from promsched.api.statuses import SchedulingPolicyStatus
@@ -98,6 +98,37 @@ def _source_rules() -> list[dict[str, str]]:
     ]
 
 
+def _aggregation_rules() -> list[dict[str, str]]:
+    """The model's checks of `aggregation` (PluginSpec._fields_fit_plugin) as CEL."""
+    averaged = f"!has(self.aggregation) || self.aggregation == {_cel_string(AVG_AGGREGATION)}"
+    return [
+        _rule(
+            f"!has(self.aggregation) || self.name in {_BUILTINS}",
+            "spec.plugins[].aggregation applies to built-in plugins only; remove it from this plugin (a "
+            "custom plugin's query says how it aggregates)",
+            ".aggregation",
+            "FieldValueForbidden",
+        ),
+        _rule(
+            f"{averaged} || !has(self.timeRange) || !self.timeRange.matches({_cel_string(DURATION_PATTERN)})"
+            " || duration(self.timeRange) > duration('0s')",
+            "spec.plugins[].aggregation max or pNN needs a window: timeRange 0s reads one instant value; "
+            "set timeRange (e.g. 5m) or aggregation avg",
+            ".aggregation",
+            "FieldValueInvalid",
+        ),
+    ]
+
+
+# The rebalance hot threshold on the worse side of the placement threshold (_check_hot_past_placement).
+_HOT_PAST_PLACEMENT = (
+    "!has(self.rebalance) || !has(self.rebalance.thresholds) || self.rebalance.thresholds.all(t, "
+    "self.plugins.all(p, p.name != t.plugin || !has(p.threshold) || "
+    "((has(p.higherIsBetter) && p.higherIsBetter) ? double(t.hotThreshold) < double(p.threshold) "
+    ": double(t.hotThreshold) > double(p.threshold))))"
+)
+
+
 def _plugin_rules() -> list[dict[str, str]]:
     rules = [
         _rule(
@@ -130,6 +161,7 @@ def _plugin_rules() -> list[dict[str, str]]:
             "FieldValueForbidden",
         ),
         *_source_rules(),
+        *_aggregation_rules(),
     ]
     for field, owner in PLUGIN_FIELD_OWNERS.items():
         if owner is None:
@@ -161,6 +193,14 @@ _MODEL_RULES: dict[str, list[dict[str, str]]] = {
             "spec.plugins: plugin names must be unique; rename or merge the duplicate entries",
             ".plugins",
             # Not FieldValueDuplicate: the API server drops the message for that reason.
+            "FieldValueInvalid",
+        ),
+        _rule(
+            _HOT_PAST_PLACEMENT,
+            "spec.rebalance.thresholds[].hotThreshold must be above spec.plugins[].threshold of its plugin "
+            "(below it where higherIsBetter): placement would still send pods to nodes that rebalancing "
+            "counts as hot and empties again, in a loop; raise hotThreshold or lower threshold",
+            ".rebalance",
             "FieldValueInvalid",
         ),
         _duration_at_least(

@@ -56,6 +56,34 @@ Duration = Annotated[
     WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN, "maxLength": DURATION_MAX_LENGTH}),
 ]
 
+# --- Window aggregations -------------------------------------------------------------------------
+
+# How a built-in plugin sums up its timeRange: the mean, the highest value, or a percentile (p1..p99).
+AVG_AGGREGATION = "avg"
+MAX_AGGREGATION = "max"
+AGGREGATION_PATTERN = r"^(avg|max|p[1-9][0-9]?)$"
+_AGGREGATION_HINT = "use avg, max, or pNN with NN in 1..99, e.g. p90"
+
+
+def check_aggregation(value: str) -> str:
+    if not re.fullmatch(AGGREGATION_PATTERN, value):
+        raise ValueError(f"{value!r} is not a valid aggregation; {_AGGREGATION_HINT}")
+    return value
+
+
+def aggregation_percentile(value: str | None) -> int | None:
+    """The percentile of its window an aggregation takes (max: 100); None for avg (or unset)."""
+    if value is None or value == AVG_AGGREGATION:
+        return None
+    return 100 if value == MAX_AGGREGATION else int(value.removeprefix("p"))
+
+
+Aggregation = Annotated[
+    str,
+    AfterValidator(check_aggregation),
+    WithJsonSchema({"type": "string", "pattern": AGGREGATION_PATTERN, "maxLength": 3}),
+]
+
 # --- Shared string shapes (the patterns are copied into the CRD, so the API server checks them too) ---
 
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -86,6 +114,7 @@ Quantity = Annotated[str, Field(min_length=1, max_length=64, pattern=QUANTITY_PA
 # message of the CRD's CEL rule for that pattern, so kubectl and promsched say the same thing.
 PATTERN_HINTS = {
     DURATION_PATTERN: _DURATION_HINT,
+    AGGREGATION_PATTERN: f"is not a valid aggregation; {_AGGREGATION_HINT}",
     URL_PATTERN: "must be an http:// or https:// URL, e.g. http://prometheus.monitoring:9090",
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.'), e.g. promsched",
     DNS_LABEL_PATTERN: "must be a lowercase DNS label (a-z, 0-9 and '-'), e.g. monitoring",

@@ -21,13 +21,16 @@ from promsched.api.builtins import (
     MetricSource,
 )
 from promsched.api.fields import (
+    AVG_AGGREGATION,
     MOUNTPOINT_PATTERN,
     NO_CONTROL_CHARS_PATTERN,
     PLUGIN_NAME_PATTERN,
+    Aggregation,
     DeviceName,
     Duration,
     PrometheusLabel,
     SpecModel,
+    aggregation_percentile,
     parse_duration,
 )
 
@@ -82,6 +85,14 @@ class PluginSpec(SpecModel):
         "5m",
         description="Window the metric is averaged (or, for counters, rated) over, as a Go duration; "
         "0s uses the instant value.",
+    )
+    aggregation: Aggregation | None = Field(
+        None,
+        description="Built-ins only: how the node's value sums up timeRange. avg (the default): its "
+        "mean. max: its highest value. pNN with NN in 1..99 (e.g. p90): its NNth percentile, so a node "
+        "busy a tenth of the time scores as busy under p90, where avg averages its bursts away. Taken "
+        "with max_over_time or quantile_over_time of the series (of a counter, its 1m rates stepped "
+        "across timeRange in a subquery). max and pNN need a timeRange above 0s.",
     )
     threshold: float | None = Field(
         None,
@@ -169,6 +180,17 @@ class PluginSpec(SpecModel):
                 )
             if self.reads_recording_rules:
                 self._check_recording_rules_fit()
+            if self.window_percentile is not None and self.time_range_seconds == 0:
+                raise ValueError(
+                    f"aggregation {self.aggregation} needs a window: timeRange 0s of plugin "
+                    f"{self.name!r} reads one instant value; set timeRange (e.g. 5m) or aggregation "
+                    f"{AVG_AGGREGATION}"
+                )
+        elif self.aggregation is not None:
+            raise ValueError(
+                f"aggregation applies to built-in plugins only; remove it from plugin {self.name!r} "
+                "(a custom plugin's query says how it aggregates, e.g. with quantile_over_time)"
+            )
         elif self.source is not None:
             raise ValueError(
                 f"source applies to built-in plugins only; remove it from plugin {self.name!r} "
@@ -207,6 +229,11 @@ class PluginSpec(SpecModel):
     @property
     def reads_recording_rules(self) -> bool:
         return self.source == MetricSource.RECORDING_RULES
+
+    @property
+    def window_percentile(self) -> int | None:
+        """The percentile of timeRange the value takes (max: 100); None for the mean."""
+        return aggregation_percentile(self.aggregation)
 
     @property
     def time_range_seconds(self) -> float:

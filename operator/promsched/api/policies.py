@@ -231,9 +231,9 @@ class SchedulingPolicySpec(SpecModel):
         if self.stale_after_seconds <= 0:
             raise ValueError("staleAfter must be longer than 0s")
         for index, threshold in enumerate(self.rebalance.thresholds):
-            _check_rebalance_threshold(
-                threshold, self.plugin(threshold.plugin), f"rebalance.thresholds[{index}]"
-            )
+            path = f"rebalance.thresholds[{index}]"
+            _check_rebalance_threshold(threshold, self.plugin(threshold.plugin), path)
+            _check_hot_past_placement(threshold, self.plugins, path)
         return self
 
     @property
@@ -274,6 +274,27 @@ def _check_rebalance_threshold(threshold: RebalanceThreshold, plugin: PluginSpec
             f"{path}.targetThreshold: must be {side} hotThreshold ({threshold.hot_threshold:g}) for plugin "
             f"{plugin.name!r}; the gap between them keeps moved pods from coming back"
         )
+
+
+def _check_hot_past_placement(threshold: RebalanceThreshold, plugins: list[PluginSpec], path: str) -> None:
+    """A hot threshold on the worse side of the plugin's placement threshold: otherwise placement fills
+    nodes that rebalancing then empties, and the pods go round in a loop."""
+    index, plugin = next((i, p) for i, p in enumerate(plugins) if p.name == threshold.plugin)
+    if plugin.threshold is None:
+        return
+    hot, placement = threshold.hot_threshold, plugin.threshold
+    higher_is_better = bool(plugin.higher_is_better)
+    if hot < placement if higher_is_better else hot > placement:
+        return
+    side, fix_hot, fix_placement = (
+        ("below", "lower", "raise") if higher_is_better else ("above", "raise", "lower")
+    )
+    raise ValueError(
+        f"{path}.hotThreshold ({hot:g}) must be {side} spec.plugins[{index}].threshold ({placement:g}) of "
+        f"plugin {plugin.name!r}: placement would still send pods to a node at {placement:g}, which "
+        f"rebalancing counts as hot and empties again, in a loop; {fix_hot} hotThreshold or "
+        f"{fix_placement} threshold"
+    )
 
 
 # --- The resource --------------------------------------------------------------------------------

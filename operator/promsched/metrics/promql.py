@@ -18,6 +18,10 @@ _REGEX_SPECIALS = frozenset(r"\.+*?()|[]{}^$")
 _NOT_RE2_GROUPS = ("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?P=")
 _NOT_RE2_ESCAPES = frozenset("123456789Z")
 _UNIT_MILLIS = (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
+# A subquery evaluates its expression this often over its window: often enough that a burst of a scrape
+# interval or two shows, few enough points to stay cheap at 5000 nodes.
+MIN_STEP_SECONDS = 15.0
+STEPS_PER_WINDOW = 20
 
 
 def quote(value: str) -> str:
@@ -140,6 +144,30 @@ def not_matches(label: str, regex: str) -> str:
 def over_range(function: str, series: str, seconds: float) -> str:
     """``function(series[range])``, or `series` itself when `seconds` is 0 (the instant value)."""
     return f"{function}({series}[{duration(seconds)}])" if seconds else series
+
+
+def over_window(percentile: int | None, range_vector: str) -> str:
+    """Each series of `range_vector` (``m[5m]`` or a subquery) summed up over its window: the mean for
+    None, the lowest value for 0, the highest for 100, else that percentile."""
+    if percentile is None:
+        return f"avg_over_time({range_vector})"
+    if percentile in (0, 100):
+        return f"{'min' if percentile == 0 else 'max'}_over_time({range_vector})"
+    return f"quantile_over_time({percentile / 100:g}, {range_vector})"
+
+
+def summed_up_range(percentile: int | None, series: str, seconds: float) -> str:
+    """`series` over the last `seconds` summed up as `over_window` says; `series` itself for 0."""
+    return over_window(percentile, f"{series}[{duration(seconds)}]") if seconds else series
+
+
+def subquery_step_seconds(seconds: float) -> float:
+    return max(MIN_STEP_SECONDS, seconds / STEPS_PER_WINDOW)
+
+
+def subquery(expression: str, seconds: float) -> str:
+    """``(expression)[range:step]``: `expression` evaluated every step over the last `seconds`."""
+    return f"({expression})[{duration(seconds)}:{duration(subquery_step_seconds(seconds))}]"
 
 
 def with_label(expression: str, label: str, value: str) -> str:

@@ -13,17 +13,11 @@ from promsched.metrics.identifying import NodeDirectory, assign_nodes
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient
 
-# The subquery evaluates the plugin's query this often over the window: often enough that a dip of a
-# scrape interval or two shows, few enough points to stay cheap at 5000 nodes.
-MIN_STEP_SECONDS = 15.0
-STEPS_PER_WINDOW = 20
-
 
 def sustained_query(plugin: Plugin, window_seconds: float, *, higher_is_better: bool) -> str:
-    """PromQL for the value each node held for the whole window."""
-    step = max(MIN_STEP_SECONDS, window_seconds / STEPS_PER_WINDOW)
-    held = "max_over_time" if higher_is_better else "min_over_time"
-    return f"{held}(({plugin.query})[{promql.duration(window_seconds)}:{promql.duration(step)}])"
+    """PromQL for the value each node held for the whole window (a dip of a scrape or two shows)."""
+    held = 100 if higher_is_better else 0
+    return promql.over_window(held, promql.subquery(plugin.query, window_seconds))
 
 
 async def sustained_values(

@@ -95,3 +95,56 @@ def test_a_higher_is_better_plugin_relieves_upwards() -> None:
         rebalance=rebalance(thresholds=[{"plugin": "freeSlots", "hotThreshold": 2, "targetThreshold": 5}]),
     )
     assert spec.rebalance.thresholds[0].target_threshold == 5
+
+
+@pytest.mark.parametrize(
+    ("plugins", "threshold", "message"),
+    [
+        (
+            ({"name": "memory"}, {"name": "cpu", "threshold": 80}),
+            {"plugin": "cpu", "hotThreshold": 70, "targetThreshold": 60},
+            "spec: rebalance.thresholds[0].hotThreshold (70) must be above spec.plugins[1].threshold (80) "
+            "of plugin 'cpu': placement would still send pods to a node at 80, which rebalancing counts as "
+            "hot and empties again, in a loop; raise hotThreshold or lower threshold",
+        ),
+        (
+            ({"name": "cpu", "threshold": 80},),
+            {"plugin": "cpu", "hotThreshold": 80, "targetThreshold": 60},
+            "rebalance.thresholds[0].hotThreshold (80) must be above spec.plugins[0].threshold (80)",
+        ),
+        (
+            ({"name": "cpu"}, {**CUSTOM, "threshold": 2}),
+            {"plugin": "freeSlots", "hotThreshold": 3, "targetThreshold": 5},
+            "rebalance.thresholds[0].hotThreshold (3) must be below spec.plugins[1].threshold (2) of plugin "
+            "'freeSlots': placement would still send pods to a node at 2, which rebalancing counts as hot "
+            "and empties again, in a loop; lower hotThreshold or raise threshold",
+        ),
+    ],
+)
+def test_a_hot_threshold_that_placement_still_fills_is_refused_naming_both_fields(
+    plugins: tuple[dict[str, Any], ...], threshold: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(PolicyError) as raised:
+        policy_spec(*plugins, rebalance=rebalance(thresholds=[threshold]))
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "threshold"),
+    [
+        (({"name": "cpu", "threshold": 80},), {"plugin": "cpu", "hotThreshold": 85, "targetThreshold": 70}),
+        (
+            ({"name": "cpu"},),
+            {"plugin": "cpu", "hotThreshold": 50, "targetThreshold": 40},
+        ),  # no placement one
+        (
+            ({"name": "cpu"}, {**CUSTOM, "threshold": 3}),
+            {"plugin": "freeSlots", "hotThreshold": 2, "targetThreshold": 5},
+        ),
+    ],
+)
+def test_a_hot_threshold_past_the_placement_threshold_is_accepted(
+    plugins: tuple[dict[str, Any], ...], threshold: dict[str, Any]
+) -> None:
+    spec = policy_spec(*plugins, rebalance=rebalance(thresholds=[threshold]))
+    assert spec.rebalance.thresholds[0].hot_threshold == threshold["hotThreshold"]

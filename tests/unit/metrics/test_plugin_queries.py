@@ -21,27 +21,13 @@ from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import NodeIdentity, promql
 from promsched.metrics.identifying import UNAME_QUERY
 from promsched.metrics.plugins import build_plugin
-from promsched.sandbox.recording_rules import node_mixin_expressions
+from promsched.sandbox.node_metrics.recording_rules import node_mixin_expressions
+from support.promtool import assert_evaluates_to, counter, gauge
 
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 
 A = {"instance": "a:9100", "job": "node"}
 B = {"instance": "b:9100", "job": "node"}
-STEPS = "x40"  # 40 samples at 15s: 10 minutes
-
-
-def _series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
-    matchers = ",".join(f"{name}={promql.quote(value)}" for name, value in labels.items())
-    return {"series": f"{metric}{{{matchers}}}", "values": values}
-
-
-def counter(metric: str, labels: dict[str, str], per_second: float) -> dict[str, str]:
-    return _series(metric, labels, f"0+{per_second * 15}{STEPS}")
-
-
-def gauge(metric: str, labels: dict[str, str], value: float) -> dict[str, str]:
-    return _series(metric, labels, f"{value}+0{STEPS}")
-
 
 INPUT_SERIES = [
     # node A: idle 0.75 s/s on both CPUs (25% busy); node B: 0.5 (50% busy)
@@ -114,51 +100,6 @@ CASES: list[tuple[dict[str, Any], NodeIdentity, list[tuple[dict[str, str], float
 ]
 
 
-def _label_text(labels: dict[str, str]) -> str:
-    return "{" + ",".join(f"{name}={promql.quote(value)}" for name, value in sorted(labels.items())) + "}"
-
-
-def _assert_evaluates_to(
-    tmp_path: Path,
-    input_series: list[dict[str, str]],
-    query: str,
-    expected: list[tuple[dict[str, str], float]],
-    rules: dict[str, str] | None = None,
-) -> None:
-    """promtool gives `query` exactly `expected` over `input_series`, with `rules` (record -> expr)
-    recorded every 15s like a scrape."""
-    rule_files = []
-    if rules:
-        rule_file = tmp_path / "rules.yaml"
-        records = [{"record": name, "expr": expr} for name, expr in rules.items()]
-        rule_file.write_text(yaml.safe_dump({"groups": [{"name": "recorded", "rules": records}]}))
-        rule_files.append(str(rule_file))
-    test_file = {
-        "rule_files": rule_files,
-        "evaluation_interval": "15s",
-        "tests": [
-            {
-                "interval": "15s",
-                "input_series": input_series,
-                "promql_expr_test": [
-                    {
-                        "expr": query,
-                        "eval_time": "8m",
-                        "exp_samples": [
-                            {"labels": _label_text(labels), "value": value} for labels, value in expected
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test_file))
-    command = ["promtool", "test", "rules", str(path)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, f"{query}\n{run.stdout}{run.stderr}"
-
-
 @pytest.mark.parametrize(("settings", "identity", "expected"), CASES, ids=lambda case: str(case)[:40])
 def test_plugin_query_values(
     tmp_path: Path,
@@ -167,7 +108,7 @@ def test_plugin_query_values(
     expected: list[tuple[dict[str, str], float]],
 ) -> None:
     query = build_plugin(PluginSpec.model_validate(settings), identity).query
-    _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected)
+    assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected)
 
 
 # The same nodes read from the node mixin's rules (source RecordingRules): cpu counts iowait and steal as
@@ -194,7 +135,7 @@ def test_plugin_query_values_from_the_node_mixin_rules(
 ) -> None:
     spec = PluginSpec.model_validate({**settings, "source": "RecordingRules"})
     query = build_plugin(spec, UNAME).query
-    _assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected, node_mixin_expressions("node"))
+    assert_evaluates_to(tmp_path, INPUT_SERIES, query, expected, node_mixin_expressions("node"))
 
 
 def test_uname_query_gives_each_instance_its_nodename_once(tmp_path: Path) -> None:
@@ -203,8 +144,8 @@ def test_uname_query_gives_each_instance_its_nodename_once(tmp_path: Path) -> No
         ({"instance": "a:9100", "nodename": "node-a"}, 1),
         ({"instance": "b:9100", "nodename": "node-b"}, 1),
     ]
-    _assert_evaluates_to(tmp_path, INPUT_SERIES, UNAME_QUERY, expected)
-    _assert_evaluates_to(tmp_path, kps.input_series(), UNAME_QUERY, kps.uname_answer())
+    assert_evaluates_to(tmp_path, INPUT_SERIES, UNAME_QUERY, expected)
+    assert_evaluates_to(tmp_path, kps.input_series(), UNAME_QUERY, kps.uname_answer())
 
 
 @pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda i: i.source.value)
@@ -215,7 +156,7 @@ def test_network_counts_physical_devices_once_on_kube_prometheus_stack(
     node_exporter pods of a rollout count once."""
     query = build_plugin(PluginSpec(name="network"), identity).query
     expected = kps.network_answer(identity, kps.NETWORK_PERCENT, kps.NETWORK_BYTES)
-    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+    assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
 
 
 @pytest.mark.parametrize("identity", kps.IDENTITIES, ids=lambda i: i.source.value)
@@ -227,21 +168,21 @@ def test_network_from_the_node_mixin_rules_on_kube_prometheus_stack(
     query = build_plugin(PluginSpec(name="network", source="RecordingRules", time_range="1m"), identity).query
     expected = kps.network_answer(identity, {}, kps.NETWORK_BYTES_ALL_BUT_LO)
     rules = node_mixin_expressions("node-exporter")
-    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected, rules)
+    assert_evaluates_to(tmp_path, kps.input_series(), query, expected, rules)
 
 
 def test_network_device_exclusions_can_be_overridden(tmp_path: Path) -> None:
     spec = PluginSpec(name="network", device_exclude_pattern="lo")
     query = build_plugin(spec, kps.BY_NODE_LABEL).query
     expected = kps.network_answer(kps.BY_NODE_LABEL, {}, kps.NETWORK_BYTES_ALL_BUT_LO)
-    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+    assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
 
 
 def test_network_devices_by_name_on_kube_prometheus_stack(tmp_path: Path) -> None:
     query = build_plugin(PluginSpec(name="network", devices=["eth0"]), kps.BY_ADDRESS).query
     # worker-03's eth0 alone has a speed now; worker-02 has no eth0.
     expected = kps.network_answer(kps.BY_ADDRESS, {"worker-01": 20.0, "worker-03": 20.0}, {})
-    _assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
+    assert_evaluates_to(tmp_path, kps.input_series(), query, expected)
 
 
 def test_hostile_values_parse(tmp_path: Path) -> None:

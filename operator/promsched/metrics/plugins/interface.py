@@ -9,7 +9,7 @@ relative to the other nodes (min-max); when all such values are equal every node
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from promsched.api.builtins import NODE_MIXIN_RULES
@@ -47,6 +47,12 @@ def counter_window(seconds: float) -> str:
     return promql.duration(seconds or INSTANT_COUNTER_WINDOW_SECONDS)
 
 
+def complement(percentile: int | None) -> int | None:
+    """The percentile of a series whose complement is the load (idle, available) that gives the load's
+    `percentile`: the load's highest value is the lowest available, its p90 the available's p10."""
+    return None if percentile is None else 100 - percentile
+
+
 def used_percent(available: str, total: str, by: str) -> str:
     """Percent of `total` not `available`, per series, then the worst series per `by` value."""
     return f"100 * max by ({by}) (1 - {available} / ({total} > 0))"
@@ -60,6 +66,8 @@ class Plugin(ABC):
         self.weight = spec.weight
         self.threshold = spec.threshold
         self.time_range_seconds = spec.time_range_seconds
+        # How the value sums up timeRange: None the mean, 100 the highest value, else that percentile.
+        self.percentile = spec.window_percentile
         self.identity = identity
         # Subclasses set their own settings before calling this, so the query can use them.
         self.query = self.build_query()
@@ -82,9 +90,23 @@ class Plugin(ABC):
         """A raw value as a reader would like it in a filter reason (``cpu load 91%``)."""
 
     @property
+    def aggregation(self) -> str | None:
+        """How the value sums up timeRange, where that is not the mean: max or pNN."""
+        if self.percentile is None:
+            return None
+        return "max" if self.percentile == 100 else f"p{self.percentile}"
+
+    @property
     def window_seconds(self) -> float:
-        """How many seconds of the past the value averages over (0: an instant value)."""
-        return self.time_range_seconds
+        """How many seconds of the past a new load must fill to show wholly in the value (0: at once)."""
+        return self.showing_seconds(self.time_range_seconds)
+
+    def showing_seconds(self, seconds: float) -> float:
+        """How much of a window of `seconds` a new load must fill to show wholly: all of it for the mean,
+        none for the highest value, the last (100 - NN)% for the NNth percentile."""
+        if self.percentile is None:
+            return seconds
+        return seconds * (100 - self.percentile) / 100
 
     def with_extra_load(self, sample: Sample, percent: float) -> Sample:
         """`sample` as if the node carried `percent` more load; unchanged where that has no meaning."""
@@ -114,13 +136,28 @@ class LoadPlugin(Plugin):
         """PromQL for the load percent from node_exporter's series, one series per value of label `by`."""
 
     def rule_expression(self, by: str) -> str:
-        """PromQL for the load percent from the node mixin's rule (a ratio), averaged over timeRange; the
-        highest per node, as two node_exporter pods are scraped at once during a rollout."""
+        """PromQL for the load percent from the node mixin's rule (a ratio), each series summed up over
+        timeRange; the highest per node, as two node_exporter pods are scraped at once during a rollout
+        (and, for diskIO, the busiest disk counts)."""
         (rule,) = NODE_MIXIN_RULES[self.name]
-        averaged = promql.over_range(
-            "avg_over_time", promql.selector(rule, *self.rule_matchers()), self.time_range_seconds
-        )
-        return f"100 * max by ({by}) ({averaged})"
+        series = promql.selector(rule, *self.rule_matchers())
+        summed_up = promql.summed_up_range(self.percentile, series, self.time_range_seconds)
+        return f"100 * max by ({by}) ({summed_up})"
+
+    @property
+    def step_rate_seconds(self) -> float:
+        """max and pNN over counters: the rate window at each step across timeRange (at least the short
+        instant window, so each rate has samples; at least the step, so the steps leave no gap)."""
+        return max(INSTANT_COUNTER_WINDOW_SECONDS, promql.subquery_step_seconds(self.time_range_seconds))
+
+    def rated(self, expression: Callable[[str], str]) -> str:
+        """A counter-based `expression(window)` over timeRange. The mean is one rate over timeRange (0s: the
+        short instant window); max and pNN are taken of the expression rated over `step_rate_seconds`
+        at each subquery step across timeRange."""
+        if self.percentile is None:
+            return expression(counter_window(self.time_range_seconds))
+        steps = promql.subquery(expression(promql.duration(self.step_rate_seconds)), self.time_range_seconds)
+        return promql.over_window(self.percentile, steps)
 
     def rule_matchers(self) -> tuple[str, ...]:
         """Label matchers on the rule's series (a per-device rule's devices)."""

@@ -10,10 +10,12 @@ reports -1 for virtio NICs and bridges, which means unknown), the value is a per
 speeds and scores absolutely like the other built-ins; traffic can exceed 100% on a full-duplex link
 and is clamped there. Nodes with any device of unknown speed keep bytes/s and are scaled relative to
 each other, and the threshold (a percent) does not apply to them. One query serves both: each series
-says which it is in a label. timeRange 0s uses a 1m rate window.
+says which it is in a label. timeRange 0s uses a 1m rate window; max and pNN are taken of the node's
+traffic rated over short windows across timeRange.
 
 With source RecordingRules the node mixin's receive and transmit rules (every device but lo, 5m rates)
-are averaged over timeRange and added: bytes/s for every node, scaled relative to each other.
+are averaged over timeRange and added (max and pNN: their sum's, across timeRange): bytes/s for every
+node, scaled relative to each other.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, NODE_
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.identifying import NodeIdentity
-from promsched.metrics.plugins.interface import LoadPlugin, counter_window, relative_scores
+from promsched.metrics.plugins.interface import LoadPlugin, relative_scores
 from promsched.metrics.samples import Sample, Series
 
 UNIT_LABEL = "promsched_unit"
@@ -49,17 +51,19 @@ class NetworkPlugin(LoadPlugin):
             device = promql.matches("device", promql.any_of(self.devices))
         else:
             device = promql.not_matches("device", self.exclude_pattern)
-        window = counter_window(self.time_range_seconds)
         per_device = f"{by}, device"
 
-        def device_rate(metric: str) -> str:
-            return f"max by ({per_device}) (rate({promql.selector(metric, device)}[{window}]))"
+        def traffic_over(window: str) -> str:
+            def device_rate(metric: str) -> str:
+                return f"max by ({per_device}) (rate({promql.selector(metric, device)}[{window}]))"
 
-        device_traffic = (
-            f"({device_rate('node_network_receive_bytes_total')}"
-            f" + {device_rate('node_network_transmit_bytes_total')})"
-        )
-        traffic = f"sum by ({by}) {device_traffic}"
+            receive, transmit = (
+                device_rate("node_network_receive_bytes_total"),
+                device_rate("node_network_transmit_bytes_total"),
+            )
+            return f"sum by ({by}) ({receive} + {transmit})"
+
+        traffic = self.rated(traffic_over)
         speed_series = promql.selector("node_network_speed_bytes", device)
         device_speed = f"(max by ({per_device}) ({speed_series}) > 0)"
         counted = promql.selector("node_network_receive_bytes_total", device)
@@ -78,11 +82,17 @@ class NetworkPlugin(LoadPlugin):
         return f"{traffic} / on({by}) group_left({UNIT_LABEL}) ({per_unit})"
 
     def rule_expression(self, by: str) -> str:
-        def averaged(rule: str) -> str:
-            return f"max by ({by}) ({promql.over_range('avg_over_time', rule, self.time_range_seconds)})"
-
         receive, transmit = NODE_MIXIN_RULES[self.name]
-        traffic = f"{averaged(receive)} + {averaged(transmit)}"
+        seconds = self.time_range_seconds
+        if self.percentile is None:  # the sum of the means is the mean of the sum
+
+            def averaged(rule: str) -> str:
+                return f"max by ({by}) ({promql.summed_up_range(None, rule, seconds)})"
+
+            traffic = f"{averaged(receive)} + {averaged(transmit)}"
+        else:  # the highest (or NNth percentile) of the node's sum, not the sum of each direction's
+            node_traffic = f"max by ({by}) ({receive}) + max by ({by}) ({transmit})"
+            traffic = promql.over_window(self.percentile, promql.subquery(node_traffic, seconds))
         return promql.with_label(traffic, UNIT_LABEL, BYTES_PER_SECOND)
 
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
