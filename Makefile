@@ -114,7 +114,7 @@ dist: $(VENV)/.dist-installed
 	python -m build --outdir dist .
 	twine check --strict dist/*
 	image=$$($(MAKE) --no-print-directory image | tail -n 1) && \
-		python -m promsched.sandbox.releasing --out dist --image "$$image" $(if $(RELEASE_URL),--release-url $(RELEASE_URL))
+		python -m promsched.sandbox.builds.releasing --out dist --image "$$image" $(if $(RELEASE_URL),--release-url $(RELEASE_URL))
 
 # Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
 # BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox. Each row runs BENCH_REPEATS times, interleaved,

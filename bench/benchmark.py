@@ -46,7 +46,7 @@ from bench.variants import MAKE_BENCH_VARIANTS, VARIANTS, Variant, apply_policy
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.sending import ApiError
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import SandboxError
+from promsched.sandbox.control_plane.clusters import SandboxError
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import ScoreMemo
 from promsched.sandbox.launching import node_manifest
-from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.memos import DecisionMemo

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.commanding import REPO
-from promsched.sandbox.components import SANDBOX_RELEASE
+from promsched.sandbox.builds.components import SANDBOX_RELEASE
 
 
 def revision() -> dict[str, Any]:

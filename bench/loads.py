@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.pods import POD_CPU, POD_MEMORY
 from promsched.sandbox import launching
-from promsched.sandbox.profiles import LoadProfile, NodeSetup
+from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.objects.resources import parse_quantity
 
 

@@ -12,7 +12,7 @@ import aiohttp
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox.clusters import SandboxError
+from promsched.sandbox.control_plane.clusters import SandboxError
 
 
 async def create_namespace(credentials: Credentials, namespace: str) -> None:

@@ -41,10 +41,10 @@ from bench.sandboxing import prepare, sandbox_for_trace
 from bench.scraping import prometheus_queries
 from bench.variants import Variant, policy_spec, start_variant
 from promsched.kube.credentials import Credentials
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.demoing import wait_for_metrics
 from promsched.sandbox.peers import Trimaran, TrimaranPlugin, TrimaranSettings, start_trimaran
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.supervising import Supervisor
 
 POLICY_NAME = "quality"
 # Every scheduler at kube-scheduler's default client budget: the trace's arrivals are far below it.

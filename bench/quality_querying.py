@@ -10,8 +10,8 @@ import urllib.request
 from typing import Any
 
 from bench.quality_measures import grid_of, node_of
-from promsched.sandbox.clusters import SandboxError
-from promsched.sandbox.exporting import JOB
+from promsched.sandbox.control_plane.clusters import SandboxError
+from promsched.sandbox.node_metrics.exporting import JOB
 
 MEMORY_QUERY = (
     f'100 * (1 - node_memory_MemAvailable_bytes{{job="{JOB}"}} / node_memory_MemTotal_bytes{{job="{JOB}"}})'

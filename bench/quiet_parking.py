@@ -20,8 +20,8 @@ from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import KubeClient, list_all
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 
 PARK_TAINT = {"key": "promsched.io/bench-parked", "value": "true", "effect": "NoSchedule"}
 

@@ -57,10 +57,10 @@ from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.components import SANDBOX_RELEASE
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.builds.components import SANDBOX_RELEASE
 from promsched.sandbox.demoing import wait_for_metrics
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.supervising import Supervisor
 
 VARIANT = Variant("promsched", "promsched, estimation on", "promsched", 50, 100)
 MODES = ("Off", "Enforce")

@@ -37,7 +37,7 @@ from bench.quality_measures import percentile
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
 from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
-from promsched.sandbox.supervising import free_port, wait_until
+from promsched.sandbox.control_plane.supervising import free_port, wait_until
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime

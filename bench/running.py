@@ -28,8 +28,8 @@ from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request
 from promsched.kube.sending import KubeClient
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 
 SPY = Path(sys.executable).parent / "py-spy"
 MODES = ("rate", "burst")

@@ -17,7 +17,7 @@ from bench.commanding import Report
 from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.demoing import install_crd
 
 

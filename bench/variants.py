@@ -20,9 +20,9 @@ from bench.commanding import REPO, Report
 from bench.kubeapi import cpu_seconds
 from bench.scraping import answered_plugins
 from promsched.api.builtins import NODE_MIXIN_RULES
-from promsched.sandbox.clusters import Sandbox, SandboxError
+from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError
 from promsched.sandbox.demoing import install_crd, start_scheduler
-from promsched.sandbox.supervising import Supervisor, free_port, wait_until
+from promsched.sandbox.control_plane.supervising import Supervisor, free_port, wait_until
 
 POLICY_NAME = "bench"
 

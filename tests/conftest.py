@@ -14,7 +14,7 @@ import pytest
 
 from promsched.api.crds import render_crd_yaml
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster, Operator
 from support.polling import eventually
 

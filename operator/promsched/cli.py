@@ -19,8 +19,8 @@ SANDBOX_EXTRA_MODULES = frozenset({"cryptography"})
 
 
 def _sandbox_install(args: argparse.Namespace) -> int:
-    from promsched.sandbox import installing
-    from promsched.sandbox.components import SANDBOX_UP_BINARIES
+    from promsched.sandbox.builds import installing
+    from promsched.sandbox.builds.components import SANDBOX_UP_BINARIES
 
     installing.install(only=SANDBOX_UP_BINARIES if args.only == "demo" else None)
     if "trimaran" in args.extras:
@@ -29,7 +29,7 @@ def _sandbox_install(args: argparse.Namespace) -> int:
 
 
 def _sandbox_image(args: argparse.Namespace) -> int:
-    from promsched.sandbox import imaging
+    from promsched.sandbox.builds import imaging
 
     image = imaging.build(args.context)
     print(image.reference)
@@ -68,7 +68,7 @@ def _sandbox_down(args: argparse.Namespace) -> int:
 
 
 def _sandbox_load(args: argparse.Namespace) -> int:
-    from promsched.sandbox.clusters import Sandbox
+    from promsched.sandbox.control_plane.clusters import Sandbox
 
     changes = {key: getattr(args, key) for key in ("cpu", "memory", "disk_busy", "disk_used", "network")}
     given = {key: value for key, value in changes.items() if value is not None}
@@ -399,10 +399,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.kube.credentials import CredentialsError
     from promsched.operating.inspections import InspectError
     from promsched.operating.listening import StartupError
-    from promsched.sandbox.clusters import SandboxError
-    from promsched.sandbox.imaging import ImageError
-    from promsched.sandbox.installing import InstallError
-    from promsched.sandbox.profiles import ProfileError
+    from promsched.sandbox.control_plane.clusters import SandboxError
+    from promsched.sandbox.builds.imaging import ImageError
+    from promsched.sandbox.builds.installing import InstallError
+    from promsched.sandbox.node_metrics.profiles import ProfileError
 
     args = build_parser(prog).parse_args(argv)
     run: Command = args.run

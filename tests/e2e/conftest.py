@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.differential import running_kube_scheduler
 
 

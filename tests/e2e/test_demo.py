@@ -17,7 +17,7 @@ import pytest
 from promsched.api.policies import SchedulingPolicy
 from promsched.operating.rendering import format_value
 from promsched.sandbox import demoing
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster
 from support.loads import wait_for_profile_loads
 from support.polling import eventually

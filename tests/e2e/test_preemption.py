@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster, Operator
 from support.differential import CPU, HOSTNAME, create, failed_scheduling, in_nodes, pod
 from support.polling import eventually

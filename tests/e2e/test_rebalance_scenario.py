@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster
 from support.polling import eventually
 

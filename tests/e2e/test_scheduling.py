@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.scheduling.objects.resources import parse_quantity
 from support.clusters import Cluster, Operator
 from support.objects import hostname_in

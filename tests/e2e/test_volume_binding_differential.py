@@ -13,7 +13,7 @@ import json
 import threading
 from typing import Any
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster
 from support.differential import (
     CPU,

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster
 from support.differential import (
     CPU,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.proxies import StallingProxy
 
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor, free_port
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor, free_port
 from support.clusters import Cluster, Operator
 from support.invariants import violations
 from support.polling import eventually

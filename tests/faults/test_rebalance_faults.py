@@ -20,8 +20,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import Cluster, Operator
 from support.polling import eventually
 from support.proxies import StallingProxy

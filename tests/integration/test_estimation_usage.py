@@ -16,8 +16,8 @@ import pytest
 
 from promsched.metrics import PrometheusClient, PrometheusEndpoint
 from promsched.metrics.usage_querying import PodUsage, refresh_usage
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.usages import ANNOTATION
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.node_metrics.usages import ANNOTATION
 from support.clusters import Cluster
 from support.loads import wait_for_profile_loads
 from support.objects import hostname_in

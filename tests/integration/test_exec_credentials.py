@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from promsched.api.crds import render_crd_yaml
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.clusters import Cluster, Operator
 from support.kubeconfigs import exec_plugin, exec_user, kubeconfig, runs_of, write_kubeconfig
 from support.polling import eventually

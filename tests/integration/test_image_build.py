@@ -125,7 +125,7 @@ def test_the_images_build_steps_give_the_locked_environment_and_a_working_entryp
     files = subprocess.run(
         [sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True, check=True
     ).stdout
-    assert "promsched/sandbox/components.py" in files
+    assert "promsched/sandbox/builds/components.py" in files
     assert "gomod" not in files
 
     no_pip = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, check=False)

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
-from promsched.sandbox import imaging
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.installing import InstallError
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.builds import imaging
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.builds.installing import InstallError
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import pod_manifest, policy_manifest
 from support.dockerfiles import REPO, lock_pins, normalized
 from support.podman_pods import PodIdentity, podman_run_arguments, port_number, write_service_account_files

@@ -24,7 +24,7 @@ from promsched.api.statuses import (
     SchedulingPolicyStatus,
     parse_status,
 )
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.profiles import load_profiles_file
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.node_metrics.profiles import load_profiles_file
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration

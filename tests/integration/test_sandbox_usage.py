@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.counters import CPUS, MEMORY_TOTAL_BYTES
-from promsched.sandbox.usages import ANNOTATION
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.node_metrics.counters import CPUS, MEMORY_TOTAL_BYTES
+from promsched.sandbox.node_metrics.usages import ANNOTATION
 from support.loads import node_loads, off_by, wait_for_profile_loads
 from support.polling import eventually
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.peers import SCHEDULER_NAMES, TrimaranPlugin, start_trimaran
 from support.clusters import pod_manifest
 from support.polling import eventually

@@ -19,8 +19,8 @@ from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.requests import Request
 from promsched.kube.sending import KubeClient, list_all
 from promsched.sandbox import launching
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import Operator
 from support.invariants import violations
 from support.polling import eventually

@@ -6,9 +6,9 @@ import json
 import uuid
 from typing import Any
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.demoing import start_scheduler
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.polling import eventually
 
 OPERATOR = "promsched-e2e"

@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from promsched.sandbox.clusters import Sandbox
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import Cluster, pod_manifest
 
 HOSTNAME = "kubernetes.io/hostname"

@@ -7,7 +7,7 @@ import urllib.request
 from collections import Counter
 from typing import Any
 
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 

@@ -16,7 +16,7 @@ from promsched.metrics import (
     plan_from_policy,
     take_snapshot,
 )
-from promsched.sandbox.clusters import Sandbox
+from promsched.sandbox.control_plane.clusters import Sandbox
 from support.polling import eventually
 
 # Percentage points: the simulated counters are exact; a rate over a full window of 2 s scrapes

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import threading
 
-from promsched.sandbox.supervising import free_port
+from promsched.sandbox.control_plane.supervising import free_port
 
 
 class StallingProxy:

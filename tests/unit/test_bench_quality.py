@@ -27,7 +27,7 @@ from bench.quality_trace import (
     generate,
 )
 
-from promsched.sandbox.usages import parse_usage
+from promsched.sandbox.node_metrics.usages import parse_usage
 
 SHORT = TraceSettings(nodes=20, minutes=2, seed=3)
 

@@ -33,7 +33,7 @@ from bench.rebalance_proof import (
 from bench.rebalance_reporting import markdown, verdict
 
 from promsched.api.policies import SchedulingPolicySpec
-from promsched.sandbox.usages import parse_usage
+from promsched.sandbox.node_metrics.usages import parse_usage
 
 TRACE = generate(
     TraceSettings(nodes=20, minutes=4, seed=3, services_ramp=SERVICES_RAMP, scale_until=SCALE_UNTIL)

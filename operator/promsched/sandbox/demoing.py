@@ -26,8 +26,8 @@ from promsched.api.policies import SchedulingPolicy
 from promsched.operating import inspecting
 from promsched.operating.inspections import Ranking
 from promsched.operating.rendering import LEGEND, ranking_table
-from promsched.sandbox.clusters import Sandbox, SandboxError
-from promsched.sandbox.supervising import Process, Supervisor, free_port, wait_until
+from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError
+from promsched.sandbox.control_plane.supervising import Process, Supervisor, free_port, wait_until
 
 Report = Callable[[str], None]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

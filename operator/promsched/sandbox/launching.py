@@ -18,11 +18,13 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import certifying, counters, installing, monitoring, sizing
-from promsched.sandbox.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
-from promsched.sandbox.components import KWOK_NODE_STAGES, SANDBOX_RELEASE, SANDBOX_UP_BINARIES
-from promsched.sandbox.profiles import NodeSetup, load_profiles_file, parse_profiles
-from promsched.sandbox.supervising import Report, Supervisor, free_port, http_ok, wait_until
+from promsched.sandbox.builds import installing
+from promsched.sandbox.builds.components import KWOK_NODE_STAGES, SANDBOX_RELEASE, SANDBOX_UP_BINARIES
+from promsched.sandbox.control_plane import certifying, sizing
+from promsched.sandbox.control_plane.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
+from promsched.sandbox.control_plane.supervising import Report, Supervisor, free_port, http_ok, wait_until
+from promsched.sandbox.node_metrics import counters, monitoring
+from promsched.sandbox.node_metrics.profiles import NodeSetup, load_profiles_file, parse_profiles
 
 COMPONENTS = (
     "etcd",

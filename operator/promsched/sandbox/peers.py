@@ -24,10 +24,11 @@ from typing import Literal, get_args
 
 import yaml
 
-from promsched.sandbox import installing, monitoring
-from promsched.sandbox.clusters import Sandbox, SandboxError
-from promsched.sandbox.components import TRIMARAN_BINARY
-from promsched.sandbox.supervising import Report, Supervisor, free_port, wait_until
+from promsched.sandbox.builds import installing
+from promsched.sandbox.builds.components import TRIMARAN_BINARY
+from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError
+from promsched.sandbox.control_plane.supervising import Report, Supervisor, free_port, wait_until
+from promsched.sandbox.node_metrics import monitoring
 
 TrimaranPlugin = Literal["TargetLoadPacking", "LoadVariationRiskBalancing"]
 TRIMARAN_PLUGINS: tuple[TrimaranPlugin, ...] = get_args(TrimaranPlugin)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from promsched.sandbox.components import bin_dir
+from promsched.sandbox.builds.components import bin_dir
 from support.chart_values import installable
 
 CHART = Path(__file__).parents[3] / "charts" / "promsched"

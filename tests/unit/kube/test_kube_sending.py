@@ -32,7 +32,7 @@ from promsched.kube.sending import (
     retry_delay,
 )
 from promsched.kube.throttling import TokenBucket
-from promsched.sandbox import certifying
+from promsched.sandbox.control_plane import certifying
 from support.clocks import Clock
 from support.kubeconfigs import exec_plugin, exec_user, kubeconfig, runs_of, write_kubeconfig
 

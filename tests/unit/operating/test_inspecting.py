@@ -649,9 +649,9 @@ def test_the_sandbox_without_its_extra_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # As in an install without the `sandbox` extra: cryptography cannot be imported.
-    for name in ("launching", "certifying"):
-        monkeypatch.delitem(sys.modules, f"promsched.sandbox.{name}", raising=False)
-        monkeypatch.delattr(promsched.sandbox, name, raising=False)
+    for package, name in ((promsched.sandbox, "launching"), (promsched.sandbox.control_plane, "certifying")):
+        monkeypatch.delitem(sys.modules, f"{package.__name__}.{name}", raising=False)
+        monkeypatch.delattr(package, name, raising=False)
     monkeypatch.setitem(sys.modules, "cryptography", None)
     assert cli.main(["sandbox", "status", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (

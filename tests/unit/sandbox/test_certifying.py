@@ -5,7 +5,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from promsched.sandbox.certifying import KUBERNETES_SERVICE_IP, issue
+from promsched.sandbox.control_plane.certifying import KUBERNETES_SERVICE_IP, issue
 
 
 def test_leaf_certificates_are_signed_by_the_ca_and_name_what_clients_use(tmp_path: Path) -> None:

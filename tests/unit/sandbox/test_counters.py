@@ -1,6 +1,6 @@
 import pytest
 
-from promsched.sandbox.counters import (
+from promsched.sandbox.node_metrics.counters import (
     CPUS,
     MEMORY_TOTAL_BYTES,
     NETWORK_CAPACITY_BYTES,
@@ -9,8 +9,8 @@ from promsched.sandbox.counters import (
     container_samples,
     node_samples,
 )
-from promsched.sandbox.profiles import LoadProfile
-from promsched.sandbox.usages import ContainerShare, PodUsage
+from promsched.sandbox.node_metrics.profiles import LoadProfile
+from promsched.sandbox.node_metrics.usages import ContainerShare, PodUsage
 
 ONE = [ContainerShare("c", 1.0, 1.0)]
 

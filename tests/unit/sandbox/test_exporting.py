@@ -4,10 +4,10 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from promsched.sandbox.counters import CPUS, MEMORY_TOTAL_BYTES, NodeCounters
-from promsched.sandbox.exporting import Exporter, write_history
-from promsched.sandbox.profiles import LoadProfile
-from promsched.sandbox.usages import ANNOTATION
+from promsched.sandbox.node_metrics.counters import CPUS, MEMORY_TOTAL_BYTES, NodeCounters
+from promsched.sandbox.node_metrics.exporting import Exporter, write_history
+from promsched.sandbox.node_metrics.profiles import LoadProfile
+from promsched.sandbox.node_metrics.usages import ANNOTATION
 from support.objects import pod_object
 
 

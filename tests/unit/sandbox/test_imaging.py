@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from promsched import cli
-from promsched.sandbox import imaging, installing
+from promsched.sandbox.builds import imaging, installing
 
 REPO = Path(__file__).parents[3]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from promsched.cli import build_parser
-from promsched.sandbox import installing
-from promsched.sandbox.components import GO_BUILDS, SANDBOX_UP_BINARIES, GoBuild, bin_dir
+from promsched.sandbox.builds import installing
+from promsched.sandbox.builds.components import GO_BUILDS, SANDBOX_UP_BINARIES, GoBuild, bin_dir
 
 
 @pytest.fixture

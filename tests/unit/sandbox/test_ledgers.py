@@ -3,10 +3,10 @@ from typing import Any
 
 import pytest
 
-from promsched.sandbox.counters import NodeCounters
-from promsched.sandbox.ledgers import PodLedger
-from promsched.sandbox.profiles import LoadProfile
-from promsched.sandbox.usages import ANNOTATION, PodUsage
+from promsched.sandbox.node_metrics.counters import NodeCounters
+from promsched.sandbox.node_metrics.ledgers import PodLedger
+from promsched.sandbox.node_metrics.profiles import LoadProfile
+from promsched.sandbox.node_metrics.usages import ANNOTATION, PodUsage
 from support.objects import pod_object
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promsched.sandbox.exporting import JOB
-from promsched.sandbox.recording_rules import rule_groups
+from promsched.sandbox.node_metrics.exporting import JOB
+from promsched.sandbox.node_metrics.recording_rules import rule_groups
 
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 

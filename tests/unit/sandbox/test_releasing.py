@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promsched.sandbox import releasing
+from promsched.sandbox.builds import releasing
 
 VERSION = "1.2.3"
 RELEASE_URL = "https://example.test/releases/download/v1.2.3/"

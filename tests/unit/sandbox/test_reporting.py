@@ -7,8 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from promsched.sandbox.installing import run_with_progress
-from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
+from promsched.sandbox.builds.installing import run_with_progress
+from promsched.sandbox.builds.reporting import BuildProgress, ProgressPrinter
 from support.clocks import Clock
 
 GO_OUTPUT = """\

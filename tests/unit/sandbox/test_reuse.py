@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from promsched.sandbox import demoing, installing, launching
-from promsched.sandbox.clusters import Sandbox, SandboxError, SandboxState
-from promsched.sandbox.supervising import Supervisor
+from promsched.sandbox import demoing, launching
+from promsched.sandbox.builds import installing
+from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError, SandboxState
+from promsched.sandbox.control_plane.supervising import Supervisor
 
 SLEEPER = ["sleep", "300"]
 

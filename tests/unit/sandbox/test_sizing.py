@@ -1,4 +1,4 @@
-from promsched.sandbox.sizing import (
+from promsched.sandbox.control_plane.sizing import (
     lease_seconds,
     node_monitor_grace_seconds,
     node_startup_grace_seconds,

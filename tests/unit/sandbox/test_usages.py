@@ -1,6 +1,6 @@
 import pytest
 
-from promsched.sandbox.usages import (
+from promsched.sandbox.node_metrics.usages import (
     ANNOTATION,
     PodUsage,
     UsageError,

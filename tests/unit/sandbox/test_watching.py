@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestServer
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request, watch_objects
 from promsched.kube.sending import ApiError
-from promsched.sandbox.watching import ApiPodSource, follow_pods, relist
+from promsched.sandbox.node_metrics.watching import ApiPodSource, follow_pods, relist
 from support.objects import pod_object
 from support.polling import eventually_async
 from support.watchers import Event, ScriptedWatcher, follow_until

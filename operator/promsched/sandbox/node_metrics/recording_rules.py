@@ -17,7 +17,7 @@ feed 15-minute averages, which a 5m window does not change. Values are ratios (0
 from __future__ import annotations
 
 from promsched.api.builtins import NODE_MIXIN_RULES, BuiltinPlugin
-from promsched.sandbox.exporting import JOB
+from promsched.sandbox.node_metrics.exporting import JOB
 
 _PORT = ":9100"
 _DISK_DEVICES = "(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"

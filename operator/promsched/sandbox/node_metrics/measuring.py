@@ -1,5 +1,5 @@
 """How long one scrape of the node-metrics exporter takes to render at scale:
-`python -m promsched.sandbox.measuring --nodes 1000 --pods 10000`.
+`python -m promsched.sandbox.node_metrics.measuring --nodes 1000 --pods 10000`.
 
 The exporter is fed pods as its watch would feed them (half with a usage annotation, half taking the
 default share of their requests), then renders its whole exposition several times; the medians of
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from promsched.sandbox.exporting import Exporter
-from promsched.sandbox.usages import ANNOTATION
+from promsched.sandbox.node_metrics.exporting import Exporter
+from promsched.sandbox.node_metrics.usages import ANNOTATION
 
 
 def pod(index: int, nodes: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from promsched.sandbox.components import (
+from promsched.sandbox.builds.components import (
     DEBIAN_PACKAGES,
     GO_BUILDS,
     KWOK_MODULE,
@@ -31,7 +31,7 @@ from promsched.sandbox.components import (
     bin_dir,
     trimaran_bin_dir,
 )
-from promsched.sandbox.reporting import BuildProgress, ProgressPrinter
+from promsched.sandbox.builds.reporting import BuildProgress, ProgressPrinter
 
 Report = Callable[[str], None]
 

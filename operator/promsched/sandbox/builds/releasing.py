@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from promsched.sandbox import imaging, installing
-from promsched.sandbox.components import bin_dir
+from promsched.sandbox.builds import imaging, installing
+from promsched.sandbox.builds.components import bin_dir
 
 Report = Callable[[str], None]
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -276,7 +276,7 @@ def write_checksums(out: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None, report: Report = _print) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m promsched.sandbox.releasing",
+        prog="python -m promsched.sandbox.builds.releasing",
         description="Add the chart, image and krew plugin to a folder holding promsched's wheel.",
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="the folder (default dist)")

@@ -12,8 +12,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from promsched.sandbox.counters import NodeCounters, container_counters
-from promsched.sandbox.usages import (
+from promsched.sandbox.node_metrics.counters import NodeCounters, container_counters
+from promsched.sandbox.node_metrics.usages import (
     ANNOTATION,
     ZERO_USAGE,
     PodUsage,

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from promsched.sandbox.components import DebianPackage, cache_root
-from promsched.sandbox.installing import install_debian
+from promsched.sandbox.builds.components import DebianPackage, cache_root
+from promsched.sandbox.builds.installing import install_debian
 
 Report = Callable[[str], None]
 

@@ -29,10 +29,10 @@ from typing import IO
 from aiohttp import web
 
 from promsched.kube.configuring import from_kubeconfig
-from promsched.sandbox.counters import HELP, JOB, NodeCounters, container_samples, node_samples
-from promsched.sandbox.ledgers import PodLedger
-from promsched.sandbox.profiles import LoadProfile, ProfileError
-from promsched.sandbox.watching import ApiPodSource, follow_pods
+from promsched.sandbox.node_metrics.counters import HELP, JOB, NodeCounters, container_samples, node_samples
+from promsched.sandbox.node_metrics.ledgers import PodLedger
+from promsched.sandbox.node_metrics.profiles import LoadProfile, ProfileError
+from promsched.sandbox.node_metrics.watching import ApiPodSource, follow_pods
 
 __all__ = ["JOB", "Exporter", "NodeCounters", "write_history"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from promsched.sandbox.clusters import SandboxError
+from promsched.sandbox.control_plane.clusters import SandboxError
 
 Report = Callable[[str], None]
 

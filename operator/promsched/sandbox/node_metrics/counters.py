@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from promsched.sandbox.profiles import LoadProfile
-from promsched.sandbox.usages import ZERO_USAGE, ContainerShare, PodUsage
+from promsched.sandbox.node_metrics.profiles import LoadProfile
+from promsched.sandbox.node_metrics.usages import ZERO_USAGE, ContainerShare, PodUsage
 
 JOB: Final = "sandbox-nodes"
 # The sandbox nodes' capacity (launching's node manifests): 4 cores, 16Gi.

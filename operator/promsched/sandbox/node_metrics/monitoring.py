@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from promsched.sandbox import exporting, recording_rules
-from promsched.sandbox.clusters import Sandbox, SandboxError, SandboxState
-from promsched.sandbox.profiles import LoadProfile, NodeSetup
-from promsched.sandbox.supervising import Report, Supervisor, http_ok, wait_until
+from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError, SandboxState
+from promsched.sandbox.control_plane.supervising import Report, Supervisor, http_ok, wait_until
+from promsched.sandbox.node_metrics import exporting, recording_rules
+from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 
 SCRAPE_SECONDS = 2
 # How far past the backfill the history reaches: Prometheus' start-up and first scrape fit in it (9 s
@@ -112,7 +112,7 @@ def start_metrics(
         [
             sys.executable,
             "-m",
-            "promsched.sandbox.exporting",
+            "promsched.sandbox.node_metrics.exporting",
             f"--port={state.ports['exporter']}",
             f"--state={directory / 'profiles.json'}",
             f"--since={since}",

@@ -1,0 +1,1 @@
+"""A running sandbox: its files and endpoints, its PKI, and its processes."""

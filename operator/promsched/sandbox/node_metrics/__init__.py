@@ -1,0 +1,1 @@
+"""Simulated nodes' metrics: load profiles, pods' usage, the exporter, and Prometheus scraping it."""
