@@ -37,10 +37,10 @@ from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
 from promsched.metrics.plugins import build_plugin
 from promsched.metrics.sustaining import sustained_query
+from promsched.sandbox.control_plane.supervising import free_port, http_ok, wait_until
 from promsched.sandbox.node_metrics import exporting, recording_rules
 from promsched.sandbox.node_metrics.monitoring import SCRAPE_SECONDS
 from promsched.sandbox.node_metrics.profiles import LoadProfile
-from promsched.sandbox.control_plane.supervising import free_port, http_ok, wait_until
 
 # What each query carried until 1aae93c: the baseline the figures are compared with.
 JOINED = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"

@@ -399,9 +399,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "promsched") -> int:
     from promsched.kube.credentials import CredentialsError
     from promsched.operating.inspections import InspectError
     from promsched.operating.listening import StartupError
-    from promsched.sandbox.control_plane.clusters import SandboxError
     from promsched.sandbox.builds.imaging import ImageError
     from promsched.sandbox.builds.installing import InstallError
+    from promsched.sandbox.control_plane.clusters import SandboxError
     from promsched.sandbox.node_metrics.profiles import ProfileError
 
     args = build_parser(prog).parse_args(argv)

@@ -17,9 +17,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from promsched.sandbox.launching import node_manifest
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
-from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import Cluster, Operator
 from support.invariants import violations
 from support.polling import eventually

@@ -23,8 +23,8 @@ import yaml
 
 from promsched.api.crds import CRD_NAME
 from promsched.sandbox.control_plane.clusters import Sandbox
-from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.control_plane.supervising import Supervisor
+from promsched.sandbox.demoing import start_scheduler
 from support.chart_values import installable
 from support.clusters import OPERATOR, Operator, pod_manifest, policy_manifest
 from support.polling import eventually

@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from promsched.sandbox.builds import imaging
-from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.builds.installing import InstallError
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.control_plane.supervising import Supervisor
 from support.clusters import pod_manifest, policy_manifest
 from support.dockerfiles import REPO, lock_pins, normalized

@@ -13,8 +13,8 @@ import pytest
 
 from promsched.sandbox import launching
 from promsched.sandbox.control_plane.clusters import Sandbox
-from promsched.sandbox.node_metrics.profiles import load_profiles_file
 from promsched.sandbox.control_plane.supervising import Supervisor
+from promsched.sandbox.node_metrics.profiles import load_profiles_file
 from support.polling import eventually
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from promsched.sandbox.control_plane.clusters import Sandbox
-from promsched.sandbox.demoing import start_scheduler
 from promsched.sandbox.control_plane.supervising import Supervisor
+from promsched.sandbox.demoing import start_scheduler
 from support.polling import eventually
 
 OPERATOR = "promsched-e2e"

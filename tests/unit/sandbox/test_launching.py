@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox.control_plane.clusters import SandboxError
+from promsched.sandbox.control_plane.supervising import Supervisor, wait_until
 from promsched.sandbox.launching import node_manifest, ready_count
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
-from promsched.sandbox.control_plane.supervising import Supervisor, wait_until
 
 
 def test_supervisor_stops_what_it_started_and_forgets_it(tmp_path: Path) -> None:

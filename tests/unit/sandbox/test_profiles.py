@@ -2,7 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from promsched.sandbox.node_metrics.profiles import LoadProfile, ProfileError, load_profiles_file, parse_profiles
+from promsched.sandbox.node_metrics.profiles import (
+    LoadProfile,
+    ProfileError,
+    load_profiles_file,
+    parse_profiles,
+)
 
 NODES = ["node-0", "node-1", "node-2"]
 

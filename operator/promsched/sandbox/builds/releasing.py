@@ -30,7 +30,7 @@ from promsched.sandbox.builds import imaging, installing
 from promsched.sandbox.builds.components import bin_dir
 
 Report = Callable[[str], None]
-REPOSITORY = Path(__file__).resolve().parents[3]
+REPOSITORY = Path(__file__).resolve().parents[4]
 CHART = REPOSITORY / "charts" / "promsched"
 RUNTIME_LOCK = REPOSITORY / "requirements" / "runtime.txt"
 LICENSE = REPOSITORY / "LICENSE"
