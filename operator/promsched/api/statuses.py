@@ -128,6 +128,12 @@ class PreflightQuery(StatusModel):
 
     plugin: str = Field(max_length=63, description="Plugin name.")
     query: str = Field(max_length=8192, description="The PromQL sent.")
+    aggregation: str | None = Field(
+        None,
+        max_length=3,
+        description="How the query sums up the plugin's timeRange where that is not the mean (avg): max "
+        "or pNN.",
+    )
     ok: bool = Field(description="Whether the query succeeded.")
     error: ShortText | None = Field(None, description="The error, when it failed.")
 

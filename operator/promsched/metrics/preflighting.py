@@ -38,6 +38,7 @@ def preflight_report(snapshot: Snapshot, nodes: Iterable[str]) -> Preflight:
             PreflightQuery(
                 plugin=name,
                 query=plugin_snapshot.plugin.query,
+                aggregation=plugin_snapshot.plugin.aggregation,
                 ok=error is None,
                 error=None if error is None else _error_text(error),
             )

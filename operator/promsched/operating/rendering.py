@@ -55,17 +55,20 @@ def ranking_table(
     *,
     chosen: str | None = None,
     pods: Mapping[str, int] | None = None,
+    aggregations: Mapping[str, str] | None = None,
 ) -> str:
     """One row per node, best first as given: each plugin's raw value and score, the weighted total.
 
     `weights` come from the policy (a plugin it no longer has shows w?); `pods`, when given, adds how
-    many pods each node holds.
+    many pods each node holds; `aggregations`, how a plugin sums up its window where not the mean
+    (`policy_aggregations`), beside its weight.
     """
     plugins = list(dict.fromkeys(plugin.name for node in nodes for plugin in node.plugins))
+    summed_up = aggregations or {}
     header = [
         "NODE",
         *(["PODS"] if pods is not None else []),
-        *(f"{name} (w{weights.get(name, '?')})" for name in plugins),
+        *(_plugin_heading(name, f"w{weights.get(name, '?')}", summed_up.get(name)) for name in plugins),
         "TOTAL",
     ]
     rows = [header]
@@ -82,10 +85,25 @@ def ranking_table(
     return aligned_columns(rows)
 
 
+def _plugin_heading(name: str, *notes: str | None) -> str:
+    """``cpu (w3)``, ``cpu (w3, p90)``: the plugin and what is said of it."""
+    said = ", ".join(note for note in notes if note)
+    return f"{name} ({said})" if said else name
+
+
 def _plugin_cell(plugin: PluginScore) -> str:
     if plugin.raw is None and plugin.score is None:
         return "-"  # no sample, and onMissingMetrics: Ignore left the plugin out of this node's total
     return f"{format_value(plugin.raw)} → {format_value(plugin.score)}"
+
+
+def policy_aggregations(policy: SchedulingPolicy) -> dict[str, str]:
+    """plugin -> how it sums up its timeRange, for the plugins that do not take the mean: max or pNN."""
+    return {
+        plugin.name: plugin.aggregation
+        for plugin in policy.spec.plugins
+        if plugin.aggregation is not None and plugin.window_percentile is not None
+    }
 
 
 def filtered_lines(filtered: Sequence[FilteredCount]) -> list[str]:
@@ -168,7 +186,7 @@ def render_explanation(explanation: Explanation) -> str:
     if top_nodes:
         lines += [
             "",
-            ranking_table(top_nodes, weights, chosen=recorded.node),
+            ranking_table(top_nodes, weights, chosen=recorded.node, aggregations=policy_aggregations(policy)),
             "",
             f"{CHOSEN_MARK}: the chosen node; only the {TOP_NODES} best nodes are recorded.",
             LEGEND,
@@ -226,14 +244,17 @@ def render_ranking(ranking: Ranking) -> str:
         scores = [result.to_api() for result in outcome.ranked]
         lines += [
             "",
-            ranking_table(scores, weights, chosen=outcome.node),
+            ranking_table(scores, weights, chosen=outcome.node, aggregations=policy_aggregations(policy)),
             "",
             f"{CHOSEN_MARK}: where promsched would bind the pod (among equal totals it picks at random).",
             LEGEND,
         ]
     filtered = [FilteredCount(reason=reason, count=count) for reason, count in outcome.filtered.items()]
     lines += ["", *filtered_lines(filtered)]
-    problems = [f"  {query.plugin}: query failed: {query.error}" for query in failed]
+    problems = [
+        f"  {_plugin_heading(query.plugin, query.aggregation)}: query failed: {query.error}"
+        for query in failed
+    ]
     for missing in preflight.missing_series:
         problems.append(
             f"  {missing.plugin}: no usable series for {missing.count} node(s): {', '.join(missing.nodes)}"
@@ -255,11 +276,13 @@ def render_document(document: Mapping[str, Any], output: str) -> str:
 
 
 def _policy_document(policy: SchedulingPolicy) -> dict[str, Any]:
+    aggregations = policy_aggregations(policy)
     return {
         "name": policy.name,
         "schedulerName": policy.spec.scheduler_name,
         "generation": policy.generation,
         "weights": {plugin.name: plugin.weight for plugin in policy.spec.plugins},
+        **({"aggregations": aggregations} if aggregations else {}),
     }
 
 

@@ -125,3 +125,31 @@ async def test_every_node_is_matched_on_kube_prometheus_stack(
 
     assert [query.ok for query in report.queries] == [True]
     assert report.missing_series == []
+
+
+async def test_preflight_names_the_aggregation_of_each_query_that_does_not_take_the_mean(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_from_policy(
+        make_spec(
+            {"name": "cpu", "aggregation": "p90"},
+            {"name": "memory"},
+            {"name": "diskIO", "aggregation": "max"},
+            nodeIdentity={"source": "Label", "label": "instance"},
+        )
+    )
+
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
+        return prometheus.vector(({"instance": "node-0:9100"}, 5))
+
+    prometheus.handler = answer
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        report = await preflight(plan, client, NodeDirectory.of(["node-0"]))
+
+    queries = report.to_object()["queries"]
+    assert [(query["plugin"], query.get("aggregation")) for query in queries] == [
+        ("cpu", "p90"),
+        ("memory", None),
+        ("diskIO", "max"),
+    ]
+    assert queries[0]["query"].startswith("quantile_over_time(0.9, ")
