@@ -3,7 +3,7 @@
 It knows nothing of Kopf: the operator feeds it watch events (`on_node`, `on_pod`, `on_policy`) and runs
 `run()`. Its jobs are split along kube-scheduler's seams: the intake feeds the cluster cache and the
 queue (`intake`), the policies' runtimes hold what each SchedulingPolicy needs (`runtimes`), the binder
-binds and tells pods why they wait (`binding`); the scheduler keeps the loop and the scheduling cycle.
+binds (`binding`), the reporter tells pods why they wait (`reporting`); the loop and the cycle are here.
 Every policy is one scheduler name; one loop serves them all from one queue. A cycle is synchronous
 (filters and a snapshot lookup); bindings and writes run concurrently with the next cycles.
 """
@@ -25,7 +25,7 @@ from promsched.kube.sending import SupportsSend
 from promsched.metrics.querying import SecretReader
 from promsched.metrics.refreshing import Refresher
 from promsched.scheduling import telemetry
-from promsched.scheduling.binding.binding_pods import BIND_CONCURRENCY, Binder
+from promsched.scheduling.binding.binding_pods import BIND_CONCURRENCY, Assumed, Binder
 from promsched.scheduling.binding.evicting import Evictor
 from promsched.scheduling.binding.prebinding import BIND_TIMEOUT_SECONDS
 from promsched.scheduling.cluster.caches import ClusterCache
@@ -47,6 +47,7 @@ from promsched.scheduling.policies.runtimes import (
 )
 from promsched.scheduling.queues import MAX_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from promsched.scheduling.rebalance.rebalancing import Rebalancer
+from promsched.scheduling.reporting.reporting_pods import PodReporter
 from promsched.scheduling.supervising import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -116,24 +117,26 @@ class Scheduler:
             watcher=watcher,
             watch_inactivity_timeout=watch_inactivity_timeout,
         )
+        self.reporter = PodReporter(sender, self.intake.pending, spawn=self._spawn)
         self.binder = Binder(
             sender,
             self.cache,
             self.queue,
             self.intake.pending,
+            self.reporter,
             spawn=self._spawn,
             concurrency=bind_concurrency,
             bind_timeout=bind_timeout,
         )
         self.evictor = Evictor(
-            sender, self.cache, self.queue, spawn=self._spawn, report_preempted=self.binder.report_preempted
+            sender, self.cache, self.queue, spawn=self._spawn, report_preempted=self.reporter.report_preempted
         )
         self.rebalancer = Rebalancer(
             sender,
             self.cache,
             self.runtimes,
             self.leading,
-            self.binder.report_rebalanced,
+            self.reporter.report_rebalanced,
             evictions_allowed=rebalance_evictions,
             namespaces=namespaces,
             filters=filters,
@@ -210,7 +213,9 @@ class Scheduler:
         scheduler_name = spec.get("schedulerName", "")
         if scheduler_name not in self.owners or spec.get("nodeName"):
             return
-        self.binder.report_malformed(obj.get("metadata", {}), f"invalid pod spec: {message}", scheduler_name)
+        self.reporter.report_malformed(
+            obj.get("metadata", {}), f"invalid pod spec: {message}", scheduler_name
+        )
 
     # ----- policies -----------------------------------------------------------------------------
 
@@ -271,10 +276,10 @@ class Scheduler:
             now = time.monotonic()
             if now - finished_events >= EVENT_FINISH_INTERVAL:
                 finished_events = now
-                self.binder.finish_events()
+                self.reporter.finish_events()
             if now - refreshed_events >= EVENT_REFRESH_INTERVAL:
                 refreshed_events = now
-                self.binder.refresh_events()
+                self.reporter.refresh_events()
 
     def _forget_gone_pods(self) -> None:
         """Pods no longer waiting (bound by anyone, deleted) fail no more in the policies' status."""
@@ -282,7 +287,7 @@ class Scheduler:
         for runtime in self.policies.values():
             for uid in [uid for uid in runtime.status.failing if uid not in pending]:
                 runtime.status.forget(uid)
-                self.binder.forget(uid)
+                self.reporter.forget(uid)
 
     # ----- the loop -----------------------------------------------------------------------------
 
@@ -340,10 +345,10 @@ class Scheduler:
         background work and the policies' refreshes."""
         try:
             async with asyncio.timeout(EVENT_FLUSH_SECONDS):
-                await self.binder.close()
+                await self.reporter.close()
         except TimeoutError:
             logger.warning(
-                "%d event and condition writes were not sent before closing", len(self.binder.writes)
+                "%d event and condition writes were not sent before closing", len(self.reporter.writes)
             )
         for task in list(self._tasks):
             task.cancel()
@@ -424,7 +429,7 @@ class Scheduler:
         self.cache.assume(pod, outcome.node)
         self.queue.done(pod.uid)
         annotation = encode_decision(outcome.node, outcome.ranked[:TOP_NODES], decision.estimate)
-        self.binder.bind(entry, runtime, decision, outcome.node, annotation, volumes)
+        self.binder.bind(Assumed(entry, runtime, decision, outcome.node, annotation, volumes))
         return outcome
 
     def _evictable(self, victim: PodInfo) -> bool:
@@ -442,4 +447,4 @@ class Scheduler:
         self.queue.unschedulable(entry.pod.uid, lifted_by)
         telemetry.schedule_attempts.labels("unschedulable", runtime.name).inc()
         runtime.status.record_unschedulable(entry.pod.uid, message, decision)
-        self.binder.report_unschedulable(entry.pod, message, runtime.scheduler_name)
+        self.reporter.report_unschedulable(entry.pod, message, runtime.scheduler_name)

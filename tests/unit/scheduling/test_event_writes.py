@@ -1,4 +1,4 @@
-"""What the binder writes of a pod's event series: each series' final count before it ends, whatever ends
+"""What the reporter writes of a pod's event series: each series' final count before it ends, whatever ends
 it, and a series patch only after its Event exists (created again if gone), as client-go's recorder."""
 
 from __future__ import annotations
@@ -7,10 +7,8 @@ import asyncio
 from typing import Any
 
 from promsched.kube.requests import Request
-from promsched.scheduling.binding.binding_pods import Binder
-from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.objects.pods import PodInfo
-from promsched.scheduling.queues import SchedulingQueue
+from promsched.scheduling.reporting.reporting_pods import PodReporter
 from support.background import Background
 from support.clocks import Clock
 from support.fake_apis import FakeSender
@@ -20,22 +18,20 @@ MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."
 
 
 class Harness:
-    """A binder whose writes run in `background`, which the test settles, its recorder on `clock`."""
+    """A reporter whose writes run in `background`, which the test settles, its recorder on `clock`."""
 
     def __init__(self, sender: FakeSender | None = None) -> None:
         self.sender = sender or FakeSender()
         self.background = Background()
         self.pod = PodInfo.from_object(pod_object("huge", cpu="64"))
-        self.binder = Binder(
-            self.sender, ClusterCache(), SchedulingQueue(), {self.pod.uid: self.pod}, spawn=self.background
-        )
+        self.reporter = PodReporter(self.sender, {self.pod.uid: self.pod}, spawn=self.background)
         self.clock = Clock(1_700_000_000.0)
-        self.binder.events.clock = self.clock
+        self.reporter.events.clock = self.clock
 
     async def fail(self, times: int) -> None:
         """`times` failures of the pod a minute apart, each one's writes sent before the next."""
         for _ in range(times):
-            self.binder.report_unschedulable(self.pod, MESSAGE, "promsched")
+            self.reporter.report_unschedulable(self.pod, MESSAGE, "promsched")
             await self.background.settle()
             self.clock.advance(60)
 
@@ -70,14 +66,14 @@ async def test_a_series_idle_past_six_minutes_writes_its_final_count_before_the_
 async def test_the_six_minute_sweep_writes_the_final_count_of_an_idle_series() -> None:
     harness = Harness()
     await harness.fail(4)
-    harness.binder.finish_events()
+    harness.reporter.finish_events()
     await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2]  # not idle long enough yet
     harness.clock.advance(6 * 60)
-    harness.binder.finish_events()
+    harness.reporter.finish_events()
     await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2, 4]
-    harness.binder.finish_events()
+    harness.reporter.finish_events()
     await harness.background.settle()
     assert len(harness.event_writes()) == 3  # finished: written once
 
@@ -85,7 +81,7 @@ async def test_the_six_minute_sweep_writes_the_final_count_of_an_idle_series() -
 async def test_a_pod_that_is_bound_or_gone_has_its_series_final_count_written() -> None:
     harness = Harness()
     await harness.fail(3)
-    harness.binder.forget(harness.pod.uid)
+    harness.reporter.forget(harness.pod.uid)
     await harness.background.settle()
     assert [write[2] for write in harness.event_writes()] == [None, 2, 3]
 
@@ -93,7 +89,7 @@ async def test_a_pod_that_is_bound_or_gone_has_its_series_final_count_written() 
 async def test_shutdown_writes_the_counts_the_api_server_lacks() -> None:
     harness = Harness()
     await harness.fail(3)
-    await harness.binder.close()
+    await harness.reporter.close()
     assert [write[2] for write in harness.event_writes()] == [None, 2, 3]
 
 
@@ -113,14 +109,14 @@ class HeldCreates(FakeSender):
 async def test_a_series_patch_waits_for_its_events_create_and_one_still_waiting_joins_it() -> None:
     sender = HeldCreates()
     harness = Harness(sender)
-    binder = harness.binder
-    binder.report_unschedulable(harness.pod, MESSAGE, "promsched")
-    binder.report_unschedulable(harness.pod, MESSAGE, "promsched")
+    reporter = harness.reporter
+    reporter.report_unschedulable(harness.pod, MESSAGE, "promsched")
+    reporter.report_unschedulable(harness.pod, MESSAGE, "promsched")
     # Not sent yet: the count goes out in the create.
     await asyncio.sleep(0)
-    binder.report_unschedulable(harness.pod, MESSAGE, "promsched")
+    reporter.report_unschedulable(harness.pod, MESSAGE, "promsched")
     harness.clock.advance(30 * 60)
-    binder.refresh_events()  # the create is on its way now: this patch waits for it
+    reporter.refresh_events()  # the create is on its way now: this patch waits for it
     for _ in range(10):
         await asyncio.sleep(0)
     assert [request.method for request in sender.sent if "/events" in request.path] == []
@@ -135,7 +131,7 @@ async def test_a_series_patch_that_finds_its_event_gone_creates_it_with_the_coun
     await harness.fail(3)
     [(_, name, _), *_] = harness.event_writes()
     harness.sender.fail[f"/events/{name}"] = 404  # deleted, or past the event TTL
-    harness.binder.refresh_events()
+    harness.reporter.refresh_events()
     await harness.background.settle()
     assert harness.event_writes() == [
         ("POST", name, None),

@@ -506,14 +506,14 @@ async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one
     scheduler.on_pod("MODIFIED", {**huge, "status": {"phase": "Pending", "conditions": [condition]}})
     pod = scheduler.pending["uid-huge"]
     for _ in range(5):
-        scheduler.binder.report_unschedulable(pod, condition["message"], "promsched")
+        scheduler.reporter.report_unschedulable(pod, condition["message"], "promsched")
     await settle(scheduler)
     assert len(sender.bodies("/pods/huge/status")) == 1  # nothing changed: no more patches
     created = [r for r in sender.sent if r.method == "POST" and r.path.endswith("/events")]
     assert len(created) == 1
     assert created[0].path == "/apis/events.k8s.io/v1/namespaces/ns/events"
     assert series_counts(sender) == [2]
-    scheduler.binder.refresh_events()
+    scheduler.reporter.refresh_events()
     await settle(scheduler)
     assert series_counts(sender) == [2, 6]
 
@@ -535,13 +535,13 @@ async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_tra
 async def test_a_failed_scheduling_event_dropped_by_a_full_queue_is_created_at_the_next_failure(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.binder.writes.limit = 0  # full: every write is dropped
+    scheduler.reporter.writes.limit = 0  # full: every write is dropped
     huge = pod_object("huge", cpu="64")
     scheduler.on_pod("ADDED", huge)
     pod = scheduler.pending["uid-huge"]
-    scheduler.binder.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
-    scheduler.binder.writes.limit = 100
-    scheduler.binder.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
+    scheduler.reporter.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
+    scheduler.reporter.writes.limit = 100
+    scheduler.reporter.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
     await settle(scheduler)
     assert [r.method for r in sender.sent if "/events" in r.path] == ["POST"]
 
@@ -585,7 +585,7 @@ async def test_closing_writes_the_event_counts_the_api_server_lacks(
     await failed_huge_pod(scheduler)
     pod = scheduler.pending["uid-huge"]
     for _ in range(3):
-        scheduler.binder.report_unschedulable(
+        scheduler.reporter.report_unschedulable(
             pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched"
         )
     await scheduler.close()

@@ -12,7 +12,7 @@ import pytest
 
 from promsched.api.fields import Mode
 from promsched.api.statuses import Decision
-from promsched.scheduling.binding.binding_pods import Binder
+from promsched.scheduling.binding.binding_pods import Assumed, Binder
 from promsched.scheduling.binding.prebinding import VolumeBinder, VolumeBindingFailed
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_binding import plan_for
@@ -21,6 +21,7 @@ from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime
 from promsched.scheduling.queues import SchedulingQueue, Where
+from promsched.scheduling.reporting.reporting_pods import PodReporter
 from support.clocks import Clock
 from support.fake_apis import FakeSender
 from support.objects import node, pod
@@ -247,7 +248,9 @@ def binder_for(cluster: Cluster) -> tuple[Binder, SchedulingQueue, PolicyRuntime
     volumes = [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]
     waiting = pod("app", volumes=volumes)
     queue.add_or_update(waiting)
-    binder = Binder(cluster.sender, cluster.cache, queue, {waiting.uid: waiting}, spawn=spawn, concurrency=1)
+    pending = {waiting.uid: waiting}
+    reporter = PodReporter(cluster.sender, pending, spawn=spawn)
+    binder = Binder(cluster.sender, cluster.cache, queue, pending, reporter, spawn=spawn, concurrency=1)
     binder.volumes = cluster.binder
     runtime = PolicyRuntime("p", "2026-01-01T00:00:00Z", PolicyStatus(history=10))
     return binder, queue, runtime, tasks
@@ -275,7 +278,7 @@ async def test_the_pod_is_bound_once_its_volumes_are_without_holding_a_binding_s
         cluster.watch(bound_claim(waiting_claim(), "pv-1", 12), pre_bound(volume, "data", 11))
 
     cluster.binder.sleep = controller_binds
-    binder.bind(entry, runtime, decision("n1"), "n1", "{}", plan)
+    binder.bind(Assumed(entry, runtime, decision("n1"), "n1", "{}", plan))
     assert cluster.cache.volume("pv-1").claim_ref is not None  # assumed in the cycle
     await asyncio.sleep(0)
     assert binder.room.is_set()  # other pods' cycles go on while the volumes bind
@@ -296,7 +299,7 @@ async def test_a_failed_volume_binding_requeues_the_pod_and_says_why() -> None:
     assert entry is not None
     plan = plan_for(entry.pod, cluster.cache, cluster.cache.nodes["n1"])
     cluster.cache.assume(entry.pod, "n1")
-    binder.bind(entry, runtime, decision("n1"), "n1", "{}", plan)
+    binder.bind(Assumed(entry, runtime, decision("n1"), "n1", "{}", plan))
     while tasks:
         await asyncio.wait(list(tasks))
         tasks.difference_update([task for task in tasks if task.done()])

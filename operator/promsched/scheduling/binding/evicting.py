@@ -66,7 +66,7 @@ def disruption_condition(scheduler_name: str, now: str) -> dict[str, str]:
 
 class Evictor:
     """Sends what a preemption needs; `report_preempted(victim, preemptor, node, scheduler)` tells each
-    evicted victim why (the binder's Preempted event)."""
+    evicted victim why (the reporter's Preempted event)."""
 
     def __init__(
         self,
