@@ -13,6 +13,7 @@ from typing import Any
 
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.objects.resources import Resources
 
 GIB = 1024**3
 HOSTNAME = "kubernetes.io/hostname"
@@ -118,6 +119,14 @@ def pod(name: str = "p", namespace: str = "ns", /, **options: Any) -> PodInfo:
 def pod_info(name: str, namespace: str = "ns", **fields: Any) -> PodInfo:
     """A `PodInfo` made directly, for tests of what holds pods rather than of parsing them."""
     return PodInfo(namespace, name, **{"uid": pod_uid(name, namespace), **fields})
+
+
+def requesting_pod(
+    name: str, node_name: str = "", cpu: int = 1000, memory: int = GIB, **fields: Any
+) -> PodInfo:
+    """A `PodInfo` made directly, requesting `cpu` millicores and `memory` bytes, on `node_name` if given."""
+    requests = Resources(cpu, memory, 0, fields.pop("scalars", {}))
+    return pod_info(name, node_name=node_name, requests=requests, **fields)
 
 
 def claim_object(

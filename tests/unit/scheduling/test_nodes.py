@@ -12,7 +12,7 @@ from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo, Taint
 from promsched.scheduling.objects.pods import HostPort, PodInfo
 from promsched.scheduling.objects.resources import ZERO_RESOURCES, QuantityError, Resources
-from support.objects import GIB, node_object, pod_info
+from support.objects import GIB, node_object, pod_info, requesting_pod
 
 NODE: dict[str, Any] = {
     "metadata": {"name": "worker-1", "resourceVersion": "7", "labels": {"zone": "a", "gpu": "true"}},
@@ -113,13 +113,13 @@ def test_malformed_node_names_the_field(obj: dict[str, Any], error: type[Excepti
     assert str(raised.value).startswith(f"{path}:")
 
 
-def pod(name: str, cpu: int, *ports: HostPort) -> PodInfo:
-    return pod_info(name, requests=Resources(cpu, GIB, 0, {"nvidia.com/gpu": 1}), host_ports=frozenset(ports))
+def gpu_pod(name: str, cpu: int, *ports: HostPort) -> PodInfo:
+    return requesting_pod(name, cpu=cpu, scalars={"nvidia.com/gpu": 1}, host_ports=frozenset(ports))
 
 
 def test_usage_adds_and_removes_pods() -> None:
     usage = NodeUsage()
-    web, api = pod("web", 500, HostPort("TCP", "0.0.0.0", 80)), pod("api", 250)
+    web, api = gpu_pod("web", 500, HostPort("TCP", "0.0.0.0", 80)), gpu_pod("api", 250)
     usage.add(web)
     usage.add(api)
     assert usage.requested == Resources(750, 2 * GIB, 0, {"nvidia.com/gpu": 2})
@@ -136,7 +136,7 @@ def test_usage_adds_and_removes_pods() -> None:
 def test_a_port_declared_twice_stays_taken_until_both_pods_leave() -> None:
     port = HostPort("UDP", "10.0.0.1", 53)
     usage = NodeUsage()
-    first, second = pod("a", 0, port), pod("b", 0, port)
+    first, second = gpu_pod("a", 0, port), gpu_pod("b", 0, port)
     usage.add(first)
     usage.add(second)
     usage.remove(first)
