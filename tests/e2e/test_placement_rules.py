@@ -27,6 +27,7 @@ from support.differential import (
 )
 from support.polling import eventually
 from support.preemption import found, preemption_note
+from support.volume_manifests import claim_manifest, volume_manifest, waiting_class_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -152,43 +153,13 @@ def test_a_pod_with_a_local_volume_lands_on_the_volumes_node(
     cluster.policy(CPU)
     volume = f"local-{cluster.namespace}"
     waiting_class = f"wait-{cluster.namespace}"
-    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["node-4"]}]}
     documents = [
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "local": {"path": "/mnt/data"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-            },
-        },
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": waiting_class},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
+        volume_manifest(volume, on="node-4", local_path="/mnt/data"),
+        waiting_class_manifest(waiting_class),
     ]
     claims = [
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": cluster.namespace},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "1Gi"}},
-                **spec,
-            },
-        }
-        for name, spec in (
-            ("data", {"storageClassName": "", "volumeName": volume}),
-            ("later", {"storageClassName": waiting_class}),
-        )
+        claim_manifest(cluster.namespace, "data", volume=volume),
+        claim_manifest(cluster.namespace, "later", storage_class=waiting_class),
     ]
     try:
         create(cluster, *documents, *claims)

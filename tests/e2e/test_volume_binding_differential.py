@@ -25,52 +25,20 @@ from support.differential import (
     without_preemption,
 )
 from support.polling import eventually
+from support.volume_manifests import NO_PROVISIONER, claim_manifest, volume_manifest, waiting_class_manifest
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
-NO_PROVISIONER = "kubernetes.io/no-provisioner"
-
-
-def waiting_class(name: str, provisioner: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": name},
-        "provisioner": provisioner,
-        "volumeBindingMode": "WaitForFirstConsumer",
-        **fields,
-    }
 
 
 def local_volume(name: str, node: str, storage_class: str, **spec: Any) -> dict[str, Any]:
-    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": storage_class,
-            "persistentVolumeReclaimPolicy": "Retain",
-            "local": {"path": f"/mnt/{name}"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-            **spec,
-        },
-    }
+    return volume_manifest(name, storage_class=storage_class, on=node, local_path=f"/mnt/{name}", **spec)
 
 
 def claim(cluster: Cluster, name: str, storage_class: str, size: str = "1Gi") -> dict[str, Any]:
     # An annotation of its own: without any, kube reads a removed selected node as "annotation reset".
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": cluster.namespace, "annotations": {"e2e": "claim"}},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": size}},
-            "storageClassName": storage_class,
-        },
-    }
+    return claim_manifest(
+        cluster.namespace, name, storage_class=storage_class, size=size, annotations={"e2e": "claim"}
+    )
 
 
 def stateful_set(cluster: Cluster, name: str, scheduler: str, storage_class: str) -> dict[str, Any]:
@@ -129,7 +97,7 @@ def test_a_stateful_set_with_local_volumes_on_two_nodes_places_two_replicas_ther
         for prefix, scheduler in schedulers.items():
             create(
                 cluster,
-                waiting_class(classes[prefix], NO_PROVISIONER),
+                waiting_class_manifest(classes[prefix], NO_PROVISIONER),
                 *(local_volume(f"{classes[prefix]}-{node}", node, classes[prefix]) for node in volume_nodes),
             )
             create(cluster, stateful_set(cluster, prefix, scheduler, classes[prefix]))
@@ -247,7 +215,10 @@ def test_dynamic_provisioning_follows_allowed_topologies_and_storage_capacity(
     provisioner = Provisioner(sandbox, cluster, storage_class)
     try:
         create(
-            cluster, csi_driver, waiting_class(storage_class, driver, allowedTopologies=topologies), capacity
+            cluster,
+            csi_driver,
+            waiting_class_manifest(storage_class, driver, allowedTopologies=topologies),
+            capacity,
         )
         with provisioner:
             for prefix, scheduler in schedulers.items():
@@ -338,7 +309,7 @@ def test_a_provisioner_that_gives_up_sends_the_pod_back_and_it_is_placed_on_the_
     provisioner = Provisioner(sandbox, cluster, storage_class, refuse_first=True)
     messages = {}
     try:
-        create(cluster, waiting_class(storage_class, provisioner_name, allowedTopologies=topologies))
+        create(cluster, waiting_class_manifest(storage_class, provisioner_name, allowedTopologies=topologies))
         with provisioner:
             for prefix, scheduler in (("ours", cluster.scheduler_name), ("kube", kube_scheduler)):
                 uses = [{"name": "d", "persistentVolumeClaim": {"claimName": f"{prefix}-data"}}]

@@ -23,6 +23,7 @@ from support.differential import (
     without_preemption,
 )
 from support.polling import eventually
+from support.volume_manifests import claim_manifest, volume_manifest
 
 DRIVER = "e2e.csi.promsched.io"
 SCHEDULERS = ("ours", "kube")
@@ -34,35 +35,6 @@ def csi_node(node: str, count: int) -> dict[str, Any]:
         "kind": "CSINode",
         "metadata": {"name": node},
         "spec": {"drivers": [{"name": DRIVER, "nodeID": node, "allocatable": {"count": count}}]},
-    }
-
-
-def csi_volume(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "csi": {"driver": DRIVER, "volumeHandle": name},
-        },
-    }
-
-
-def claim(cluster: Cluster, name: str, volume: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": cluster.namespace},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-            "storageClassName": "",
-            "volumeName": volume,
-        },
     }
 
 
@@ -90,8 +62,11 @@ def test_a_node_at_its_csinode_limit_takes_no_pod_with_a_new_volume(
         create(
             cluster,
             csi_node("node-1", 2),
-            *(csi_volume(volume) for volume in volumes),
-            *(claim(cluster, name, volume) for name, volume in zip("abc", volumes, strict=True)),
+            *(volume_manifest(volume, csi_driver=DRIVER) for volume in volumes),
+            *(
+                claim_manifest(cluster.namespace, name, volume=volume)
+                for name, volume in zip("abc", volumes, strict=True)
+            ),
         )
         eventually(
             lambda: claims_phase(sandbox, cluster),
