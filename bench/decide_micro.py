@@ -14,7 +14,7 @@ of the decisions. Use it to check a change to the hot path before the full bench
 port), each the best of three bursts on a fresh cache; `--profile` then profiles the last shape named.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
-parsed (`Scheduler.on_pod`: pending, bound, then running as the kubelet reports it), its cycle
+parsed (`Intake.on_event`: pending, bound, then running as the kubelet reports it), its cycle
 (`schedule_one`: decision, its record, annotation) and the binding and event requests built, sent to a
 sender that answers at once. The API server, the watch, Kopf and the status writes (once a second) are
 not in it. It also times a full garbage collection on the scheduler's heap with `--held` running pods,
@@ -46,6 +46,7 @@ from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.memos import DecisionMemo
+from promsched.scheduling.intake.kinds import NODES, PODS
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
@@ -267,7 +268,7 @@ def add_nodes_and_policy(loop: asyncio.AbstractEventLoop, scheduler: Scheduler, 
     """Feeds the sandbox's node objects and the benchmark's policy; returns its scheduler name."""
     spec = bench_policy()
     for manifest in node_objects(nodes):
-        scheduler.on_node("ADDED", manifest)
+        scheduler.intake.on_event(NODES, "ADDED", manifest)
     policy = {
         "apiVersion": "promsched.io/v1alpha1",
         "kind": "SchedulingPolicy",
@@ -281,7 +282,7 @@ def add_nodes_and_policy(loop: asyncio.AbstractEventLoop, scheduler: Scheduler, 
 async def place(scheduler: Scheduler, obj: dict[str, Any]) -> str:
     """One pod as the watch and the cycle see it: added pending, decided, bound (the binding and its
     event sent), then its bound and running states; returns its node."""
-    scheduler.on_pod("ADDED", obj)
+    scheduler.intake.on_event(PODS, "ADDED", obj)
     entry = scheduler.queue.pop_nowait()
     assert entry is not None
     outcome = scheduler.schedule_one(entry)
@@ -290,8 +291,8 @@ async def place(scheduler: Scheduler, obj: dict[str, Any]) -> str:
     while scheduler._tasks:  # the binding and its event, sent
         await asyncio.wait(list(scheduler._tasks))
     bound = next_state(obj, spec=obj["spec"] | {"nodeName": outcome.node})
-    scheduler.on_pod("MODIFIED", bound)
-    scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
+    scheduler.intake.on_event(PODS, "MODIFIED", bound)
+    scheduler.intake.on_event(PODS, "MODIFIED", next_state(bound, status=running_status(bound["spec"])))
     return outcome.node
 
 
@@ -306,7 +307,7 @@ def fed_scheduler(
         running = pod_object(first_held + index, "another-scheduler")
         running["spec"]["nodeName"] = f"node-{index % nodes}"
         running["status"] = running_status(running["spec"])
-        scheduler.on_pod("ADDED", running)
+        scheduler.intake.on_event(PODS, "ADDED", running)
     return scheduler, scheduler_name
 
 

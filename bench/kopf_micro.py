@@ -7,12 +7,12 @@ kubelet reports it), in a burst's order (all added, then all bound, then all run
 fed the nodes and the benchmark's policy (bench.decide_micro). Two ways, interleaved, each round on a
 fresh scheduler:
 
-- direct: the events handed to `Scheduler.on_pod`, the scheduler's own work;
+- direct: the events handed to `Intake.on_event`, the scheduler's own work;
 - kopf: the events through Kopf's real path with the settings, logging and handlers promsched's
   startup installs (`tests.support.kopf_watching`, which the wiring's unit test drives too): the watch
   stream (infinite_watch, continuous_watch, watch_objs) over a fake API stream of parsed events, the
   watcher multiplexing them to per-pod workers, process_resource_event, cause detection and handler
-  invocation, then promsched's `pod_event`. Each event is yielded once the previous one was handled,
+  invocation, then promsched's handler of pods. Each event is yielded once the previous one was handled,
   as events trickle in from the API server. Each pod's worker ends after
   `wiring.KOPF_WORKER_IDLE_SECONDS` without events (a later event starts another) or when the watcher
   does.
@@ -36,6 +36,7 @@ from tests.support.kopf_watching import watch
 
 from bench.decide_micro import fed_scheduler, next_state, pod_object, running_status
 from promsched.operating import wiring
+from promsched.scheduling.intake.kinds import PODS
 from promsched.scheduling.schedulers import Scheduler
 
 
@@ -57,7 +58,7 @@ def pod_events(pods: int, nodes: int, scheduler_name: str) -> list[dict[str, Any
 def direct(scheduler: Scheduler, events: list[dict[str, Any]]) -> float:
     started = time.process_time()
     for event in events:
-        scheduler.on_pod(event["type"], event["object"])
+        scheduler.intake.on_event(PODS, event["type"], event["object"])
     return time.process_time() - started
 
 

@@ -4,7 +4,7 @@
 
 It feeds a Scheduler the sandbox's node objects and the benchmark's policy, then each of P benchmark pods
 through the entry points the watch uses and the cycle that places it, as `bench.decide_micro --cycle`
-does: `Scheduler.on_pod` with the pod as the API server returns it (pending), `schedule_one` (decision,
+does: `Intake.on_event` with the pod as the API server returns it (pending), `schedule_one` (decision,
 record, binding sent to a sender that answers at once), then the bound pod and the kubelet's (kwok's)
 running status. What scheduling leaves is thus held too: placements, decision records, version guards.
 `--other` feeds the pods as bound by another scheduler instead (no decisions).
@@ -44,6 +44,7 @@ from bench.decide_micro import (
     pod_object,
     running_status,
 )
+from promsched.scheduling.intake.kinds import PODS
 
 PARTS = ("rss", "sites", "kopf", "workers")
 # Frames of these files are never charged: they allocate on behalf of the code that called them.
@@ -80,10 +81,12 @@ class Cluster:
                     await place(scheduler, pod_object(index, self.scheduler_name))
                     continue
                 obj = pod_object(index, "another-scheduler")
-                scheduler.on_pod("ADDED", obj)
+                scheduler.intake.on_event(PODS, "ADDED", obj)
                 bound = next_state(obj, spec=obj["spec"] | {"nodeName": f"node-{index % nodes}"})
-                scheduler.on_pod("MODIFIED", bound)
-                scheduler.on_pod("MODIFIED", next_state(bound, status=running_status(bound["spec"])))
+                scheduler.intake.on_event(PODS, "MODIFIED", bound)
+                scheduler.intake.on_event(
+                    PODS, "MODIFIED", next_state(bound, status=running_status(bound["spec"]))
+                )
             assert len(scheduler.cache.counted) == stop
 
         self.loop.run_until_complete(feed())

@@ -29,6 +29,8 @@ from kopf._core.intents import registries
 from kopf._core.reactor import inventory, processing, queueing
 
 from promsched.operating import wiring
+from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.intake.kinds import Kind
 from promsched.scheduling.schedulers import Scheduler
 
 PODS = references.Resource(
@@ -43,15 +45,15 @@ PODS = references.Resource(
 
 
 class Handled:
-    """Counts the events that reached the scheduler and wakes the fake stream on each."""
+    """Counts the events that reached the intake and wakes the fake stream on each."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.on_pod = scheduler.on_pod
+    def __init__(self, intake: Intake) -> None:
+        self.on_event = intake.on_event
         self.count = 0
         self.waiters: list[asyncio.Future[None]] = []
 
-    def __call__(self, event_type: str | None, obj: Any) -> None:
-        self.on_pod(event_type, obj)
+    def __call__(self, kind: Kind, event_type: str | None, obj: Any) -> None:
+        self.on_event(kind, event_type, obj)
         self.count += 1
         for waiter in self.waiters:
             waiter.set_result(None)
@@ -94,15 +96,15 @@ async def watch(
     then: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """`events` through Kopf's watcher of pods, as kopf.run's orchestration starts it, to promsched's
-    registered handlers and on to `scheduler.on_pod`; returns once every event reached it, and `then`
+    registered handlers and on to `scheduler.intake.on_event`; returns once every event reached it, and `then`
     (awaited while the watcher and its workers still run). `idle_timeout` replaces promsched's
     `settings.queueing.idle_timeout`."""
     settings = kopf.OperatorSettings()
     wiring.configure(settings, wiring.RunOptions())
     if idle_timeout is not None:
         settings.queueing.idle_timeout = idle_timeout
-    handled = Handled(scheduler)
-    scheduler.on_pod = handled  # type: ignore[method-assign]
+    handled = Handled(scheduler.intake)
+    scheduler.intake.on_event = handled  # type: ignore[method-assign]
     runtime: Any = mock.Mock(scheduler=scheduler)  # what the handlers read of it
     operator_paused = aiotoggles.ToggleSet(any)
     processor = functools.partial(

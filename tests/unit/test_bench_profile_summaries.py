@@ -31,8 +31,8 @@ def test_each_sample_is_put_in_the_first_part_on_its_stack() -> None:
     assert part_of(list(KOPF)) == KOPFS_OWN
     handler = [
         *KOPF,
-        "pod_event (promsched/operating/wiring.py)",
-        "Intake.on_pod (promsched/scheduling/intake/following.py)",
+        "kind_event (promsched/operating/wiring.py)",
+        "Intake.on_event (promsched/scheduling/intake/following.py)",
     ]
     assert part_of(handler) == part("promsched's handlers")
     cycle = [

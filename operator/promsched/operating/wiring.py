@@ -1,9 +1,9 @@
 """The one module that imports Kopf: it wires watch events into the scheduler and runs the operator.
 
-Pods waiting for a node and nodes are followed with `@kopf.on.event` only, so Kopf writes nothing on
-them (no annotations, no finalizers); SchedulingPolicies too, since the scheduler tracks generations
-itself, and namespaces, claims, volumes and storage classes, which placement rules read. Pods bound to
-nodes are followed by the intake on a watch of its own (`scheduling.bound_pods`).
+Every kind of the intake's table (`kinds.WATCHED`: pods waiting for a node, nodes, and what placement
+rules read) is followed with `@kopf.on.event` only, so Kopf writes nothing on them (no annotations, no
+finalizers); SchedulingPolicies too, since the scheduler tracks generations itself. Pods bound to nodes
+are followed by the intake on a watch of its own (`intake.bound_pods`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from promsched.operating import listening, serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
 from promsched.scheduling.intake.bound_pods import UNBOUND_PODS
+from promsched.scheduling.intake.kinds import WATCHED, Kind
 from promsched.scheduling.schedulers import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -280,69 +281,27 @@ def _kind(event: kopf.RawEvent) -> str:
     return str(event.get("type") or "ADDED")
 
 
-# The cluster's kinds get the event type as Kopf gives it: None marks an object of Kopf's listing,
-# which after a 410 Gone tells the intake to list the kind itself and learn what was deleted meanwhile.
-@kopf.on.event("", "v1", "nodes")
-async def node_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_node(event["type"], event["object"])
-
-
-@kopf.on.event("", "v1", "pods")
-async def pod_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_pod(event["type"], event["object"])
-
-
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def policy_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
     await memo.runtime.scheduler.on_policy(_kind(event), event["object"])
 
 
-# What inter-pod rules (namespace selectors) and volume filters read besides pods and nodes.
-@kopf.on.event("", "v1", "namespaces")
-async def namespace_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_namespace(event["type"], event["object"])
+KindHandler = Callable[..., Awaitable[None]]
 
 
-@kopf.on.event("", "v1", "persistentvolumeclaims")
-async def claim_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_claim(event["type"], event["object"])
+def follow(kind: Kind) -> KindHandler:
+    """Registers Kopf's handler of `kind`'s events, which hands each to the intake. The cluster's kinds
+    get the event type as Kopf gives it: None marks an object of Kopf's listing, which after a 410 Gone
+    tells the intake to list the kind itself and learn what was deleted meanwhile."""
+
+    async def kind_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
+        memo.runtime.scheduler.intake.on_event(kind, event["type"], event["object"])
+
+    kopf.on.event(kind.group, kind.version, kind.plural, id=f"{kind.plural}_event")(kind_event)
+    return kind_event
 
 
-@kopf.on.event("", "v1", "persistentvolumes")
-async def volume_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_volume(event["type"], event["object"])
-
-
-@kopf.on.event("storage.k8s.io", "v1", "volumeattachments")
-async def volume_attachment_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_volume_attachment(event["type"], event["object"])
-
-
-@kopf.on.event("storage.k8s.io", "v1", "csinodes")
-async def csi_node_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_csi_node(event["type"], event["object"])
-
-
-@kopf.on.event("storage.k8s.io", "v1", "storageclasses")
-async def storage_class_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_storage_class(event["type"], event["object"])
-
-
-# What preemption weighs victims by.
-@kopf.on.event("policy", "v1", "poddisruptionbudgets")
-async def disruption_budget_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_disruption_budget(event["type"], event["object"])
-
-
-# What provisioning for a WaitForFirstConsumer claim is limited by.
-@kopf.on.event("storage.k8s.io", "v1", "csidrivers")
-async def csi_driver_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_csi_driver(event["type"], event["object"])
-
-
-@kopf.on.event("storage.k8s.io", "v1", "csistoragecapacities")
-async def storage_capacity_event(event: kopf.RawEvent, memo: Memo, **_: Any) -> None:
-    memo.runtime.scheduler.on_storage_capacity(event["type"], event["object"])
+HANDLERS: dict[Kind, KindHandler] = {kind: follow(kind) for kind in WATCHED}
 
 
 # asyncio gives every TLS connection a 256 KiB read buffer, zero-filled and so resident from the start:

@@ -1,9 +1,10 @@
 """The scheduler: cluster events in, bindings, events and policy status out.
 
-It knows nothing of Kopf: the operator feeds it watch events (`on_node`, `on_pod`, `on_policy`) and runs
-`run()`. Its jobs are split along kube-scheduler's seams: the intake feeds the cluster cache and the
-queue (`intake`), the policies' runtimes hold what each SchedulingPolicy needs (`runtimes`), the binder
-binds (`binding`), the reporter tells pods why they wait (`reporting`); the loop and the cycle are here.
+It knows nothing of Kopf: the operator feeds the intake its watch events (`intake.on_event`), the
+scheduler the policies' (`on_policy`), and runs `run()`. Its jobs are split along kube-scheduler's
+seams: the intake feeds the cluster cache and the queue (`intake`), the policies' runtimes hold what
+each SchedulingPolicy needs (`runtimes`), the binder binds (`binding`), the reporter tells pods why they
+wait (`reporting`); the loop and the cycle are here.
 Every policy is one scheduler name; one loop serves them all from one queue. A cycle is synchronous
 (filters and a snapshot lookup); bindings and writes run concurrently with the next cycles.
 """
@@ -144,7 +145,7 @@ class Scheduler:
 
     # ----- intake -------------------------------------------------------------------------------
 
-    # The cluster's objects are the intake's (see intake.py); the operator feeds them through here.
+    # The cluster's objects are the intake's (see intake/following.py); the operator feeds it directly.
 
     @property
     def pending(self) -> dict[str, PodInfo]:
@@ -160,39 +161,6 @@ class Scheduler:
 
     async def sync(self, *, retry: bool = True) -> None:
         await self.intake.sync(retry=retry)
-
-    def on_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_node(event_type, obj)
-
-    def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_pod(event_type, obj)
-
-    def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_namespace(event_type, obj)
-
-    def on_claim(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_claim(event_type, obj)
-
-    def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_volume(event_type, obj)
-
-    def on_volume_attachment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_volume_attachment(event_type, obj)
-
-    def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_csi_node(event_type, obj)
-
-    def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_storage_class(event_type, obj)
-
-    def on_disruption_budget(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_disruption_budget(event_type, obj)
-
-    def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_csi_driver(event_type, obj)
-
-    def on_storage_capacity(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self.intake.on_storage_capacity(event_type, obj)
 
     def _enqueue(self, pod: PodInfo) -> None:
         runtime = self.owners.get(pod.scheduler_name)

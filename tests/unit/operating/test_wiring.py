@@ -10,6 +10,7 @@ import socket
 import ssl
 import sys
 from typing import Any, cast
+from unittest import mock
 
 import kopf
 import pytest
@@ -20,6 +21,7 @@ from promsched.operating import listening
 from promsched.operating.wiring import (
     FULL_COLLECTION_EVERY,
     GIL_SWITCH_SECONDS,
+    HANDLERS,
     KOPF_WORKER_IDLE_SECONDS,
     TLS_READ_BUFFER,
     Memo,
@@ -31,9 +33,9 @@ from promsched.operating.wiring import (
     freeze_when_synced,
     limit_tls_read_buffers,
     login,
-    node_event,
     startup,
 )
+from promsched.scheduling.intake.kinds import NODES, PODS, WATCHED, Kind
 from promsched.scheduling.schedulers import Scheduler
 from support.fake_apis import FakeSender
 from support.kopf_watching import watch
@@ -118,7 +120,7 @@ async def test_handlers_find_the_runtime_in_kopfs_memo() -> None:
     memo = Memo(runtime=runtime_on(listening.bind("127.0.0.1:0")))
     per_object = copy.copy(memo)  # what Kopf hands the handlers of each watched object
     try:
-        await node_event(event={"type": "ADDED", "object": node_object("n1")}, memo=per_object)
+        await HANDLERS[NODES](event={"type": "ADDED", "object": node_object("n1")}, memo=per_object)
         assert set(memo.runtime.scheduler.cache.nodes) == {"n1"}
         session = await login(memo=per_object)
         assert session.server == "http://127.0.0.1:1"
@@ -162,13 +164,42 @@ async def test_the_heap_is_frozen_once_the_initial_lists_are_in() -> None:
 # ----- Kopf's path of watch events -------------------------------------------------------------------------
 
 
-class RecordingScheduler:
+class RecordingIntake:
     def __init__(self) -> None:
+        self.kinds: list[Kind] = []
         self.pod_events: list[tuple[str | None, str, str]] = []
 
-    def on_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
+    def on_event(self, kind: Kind, event_type: str | None, obj: dict[str, Any]) -> None:
+        self.kinds.append(kind)
         metadata = obj["metadata"]
         self.pod_events.append((event_type, metadata["name"], metadata["resourceVersion"]))
+
+
+class RecordingScheduler:
+    def __init__(self) -> None:
+        self.intake = RecordingIntake()
+
+
+def test_kopf_follows_every_kind_of_the_intakes_table_and_the_policies() -> None:
+    followed = {
+        (handler.selector.group, handler.selector.version, handler.selector.any_name): handler.id
+        for handler in kopf.get_default_registry()._watching.get_all_handlers()
+        if handler.selector is not None
+    }
+    assert followed == {
+        **{(kind.group, kind.version, kind.plural): f"{kind.plural}_event" for kind in WATCHED},
+        ("promsched.io", "v1alpha1", "schedulingpolicies"): "policy_event",
+    }
+
+
+async def test_each_kinds_handler_hands_its_events_to_the_intake_as_that_kind() -> None:
+    scheduler = RecordingScheduler()
+    memo = Memo(runtime=cast(Runtime, mock.Mock(scheduler=scheduler)))
+    for kind in WATCHED:
+        obj = {"metadata": {"name": kind.plural, "resourceVersion": "1"}}
+        await HANDLERS[kind](event={"type": None, "object": obj}, memo=memo)
+    assert scheduler.intake.kinds == list(WATCHED)
+    assert scheduler.intake.pod_events == [(None, kind.plural, "1") for kind in WATCHED]
 
 
 async def test_every_pod_event_reaches_the_scheduler_through_kopf_in_order() -> None:
@@ -184,7 +215,8 @@ async def test_every_pod_event_reaches_the_scheduler_through_kopf_in_order() -> 
     async with asyncio.timeout(30):  # a deadline, not a measure: an event lost would hang the stream
         # Kopf's watcher, per-object workers and handlers, with promsched's settings and handlers.
         await watch(cast(Scheduler, scheduler), events)
-    assert scheduler.pod_events == [
+    assert set(scheduler.intake.kinds) == {PODS}
+    assert scheduler.intake.pod_events == [
         ("ADDED", "a", "1"),
         ("ADDED", "b", "1"),
         ("MODIFIED", "a", "2"),

@@ -17,6 +17,19 @@ from promsched.kube.requests import Request
 from promsched.kube.sending import ApiError
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.intake.kinds import (
+    CLAIMS,
+    CSI_DRIVERS,
+    CSI_NODES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    STORAGE_CAPACITIES,
+    STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
+    VOLUMES,
+    Kind,
+)
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.selectors import parse_label_selector
 from promsched.scheduling.queues import SchedulingQueue, Where
@@ -180,55 +193,52 @@ def park(queue: SchedulingQueue, pod: PodInfo) -> None:
 
 @dataclass(frozen=True)
 class KindCase:
-    resource: str
-    event: str  # the Intake method its watch events go to
+    kind: Kind
     build: Callable[[str, int, str], dict[str, Any]]  # name, resourceVersion, a state marker
     shown: Callable[[ClusterCache, str], str | None]  # the marker of what the cache holds, or None
 
+    @property
+    def resource(self) -> str:
+        return self.kind.plural
+
     def deliver(self, intake: Intake, event_type: str | None, obj: dict[str, Any]) -> None:
-        getattr(intake, self.event)(event_type, obj)
+        intake.on_event(self.kind, event_type, obj)
 
 
 KINDS = [
     KindCase(
-        "nodes",
-        "on_node",
+        NODES,
         lambda name, version, mark: node_object(name, labels={"mark": mark}, version=str(version)),
         lambda cache, name: cache.nodes[name].labels["mark"] if name in cache.nodes else None,
     ),
     KindCase(
-        "pods",
-        "on_pod",
+        PODS,
         lambda name, version, mark: bound(name, version, labels={"mark": mark}),
         lambda cache, name: (
             cache.counted[f"uid-{name}"][1].labels["mark"] if f"uid-{name}" in cache.counted else None
         ),
     ),
     KindCase(
-        "namespaces",
-        "on_namespace",
+        NAMESPACES,
         lambda name, version, mark: {
             "metadata": {"name": name, "labels": {"mark": mark}, "resourceVersion": str(version)}
         },
         lambda cache, name: cache.namespace_labels[name]["mark"] if name in cache.namespace_labels else None,
     ),
     KindCase(
-        "persistentvolumeclaims",
-        "on_claim",
+        CLAIMS,
         lambda name, version, mark: claim_object(name, volume=mark, resourceVersion=str(version)),
         lambda cache, name: cache.claims[("ns", name)].volume_name if ("ns", name) in cache.claims else None,
     ),
     KindCase(
-        "persistentvolumes",
-        "on_volume",
+        VOLUMES,
         lambda name, version, mark: versioned(volume_object(name, **{ZONE: mark}), version),
         lambda cache, name: (
             next(iter(dict(cache.volumes[name].zones)[ZONE])) if name in cache.volumes else None
         ),
     ),
     KindCase(
-        "storageclasses",
-        "on_storage_class",
+        STORAGE_CLASSES,
         lambda name, version, mark: versioned(
             storage_class_object(name, "WaitForFirstConsumer" if mark == "new" else "Immediate"), version
         ),
@@ -239,20 +249,17 @@ KINDS = [
         ),
     ),
     KindCase(
-        "volumeattachments",
-        "on_volume_attachment",
+        VOLUME_ATTACHMENTS,
         lambda name, version, mark: versioned(volume_attachment_object(name, "n1", mark, "d"), version),
         lambda cache, name: cache.attachments[name].volume if name in cache.attachments else None,
     ),
     KindCase(
-        "csinodes",
-        "on_csi_node",
+        CSI_NODES,
         lambda name, version, mark: versioned(csi_node_object(name, **{mark: 1}), version),
         lambda cache, name: next(iter(cache.csi_nodes[name].limits)) if name in cache.csi_nodes else None,
     ),
     KindCase(
-        "csidrivers",
-        "on_csi_driver",
+        CSI_DRIVERS,
         lambda name, version, mark: versioned(csi_driver(name, storage_capacity=mark == "new"), version),
         lambda cache, name: (
             ("new" if cache.csi_drivers[name].storage_capacity else "old")
@@ -261,8 +268,7 @@ KINDS = [
         ),
     ),
     KindCase(
-        "csistoragecapacities",
-        "on_storage_capacity",
+        STORAGE_CAPACITIES,
         lambda name, version, mark: versioned(storage_capacity(name, ZONE, mark, capacity="1Gi"), version),
         lambda cache, name: (
             next(iter(cache.storage_capacities[("kube-system", name)].node_topology.requirements[0].values))
@@ -311,11 +317,11 @@ async def test_a_pod_deleted_while_the_startup_list_is_read_stays_deleted(
     old = [bound(f"p{index}", 5) for index in range(5)]
     setup.serve("pods", 10, *old)
     if seen_before:
-        setup.intake.on_pod(None, old[3])  # Kopf's own listing got there first
+        setup.intake.on_event(PODS, None, old[3])  # Kopf's own listing got there first
 
     def deleted_meanwhile(path: str, start: int) -> None:
         if path == "/api/v1/pods" and start == 0:
-            setup.intake.on_pod("DELETED", bound("p3", 11))
+            setup.intake.on_event(PODS, "DELETED", bound("p3", 11))
 
     setup.server.during_list = deleted_meanwhile
     await setup.intake.sync()
@@ -344,11 +350,11 @@ async def test_a_pod_that_finishes_leaves_the_watch_and_frees_its_room(setup: Se
     park(setup.queue, waiting)
     finished = bound("job", 12, cpu="800m")
     finished["status"]["phase"] = "Succeeded"
-    setup.intake.on_pod("DELETED", finished)  # how the filtered watch tells of it
+    setup.intake.on_event(PODS, "DELETED", finished)  # how the filtered watch tells of it
     assert "uid-job" not in setup.cache.counted
     assert setup.cache.usage_of("n1").requested.milli_cpu == 0
     assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
-    setup.intake.on_pod("MODIFIED", bound("job", 11, cpu="800m"))  # a late event from before: ignored
+    setup.intake.on_event(PODS, "MODIFIED", bound("job", 11, cpu="800m"))  # a late event from before: ignored
     assert "uid-job" not in setup.cache.counted
 
 
@@ -394,35 +400,35 @@ async def test_a_pod_leaving_kopfs_watch_of_unbound_pods_is_counted_by_the_watch
     await setup.intake.sync()
     # Bound by another scheduler: Kopf's watch says DELETED with the pod's last unbound state, before
     # or after the watch of bound pods has it at that version.
-    setup.intake.on_pod("ADDED", pod_object("web", version="11"))
+    setup.intake.on_event(PODS, "ADDED", pod_object("web", version="11"))
     assert "uid-web" in setup.intake.pending
-    setup.intake.on_pod("DELETED", pod_object("web", version="13"))
+    setup.intake.on_event(PODS, "DELETED", pod_object("web", version="13"))
     assert "uid-web" not in setup.intake.pending
     assert "uid-web" not in setup.queue.entries
     setup.intake.on_bound_pod("ADDED", bound("web", 13))
-    setup.intake.on_pod("ADDED", pod_object("db", version="21"))
+    setup.intake.on_event(PODS, "ADDED", pod_object("db", version="21"))
     setup.intake.on_bound_pod("ADDED", bound("db", 22))
-    setup.intake.on_pod("DELETED", pod_object("db", version="22"))
+    setup.intake.on_event(PODS, "DELETED", pod_object("db", version="22"))
     assert setup.cache.usage_of("n1").pods == 2
     # Assumed here, then bound: counted throughout.
-    setup.intake.on_pod("ADDED", pod_object("api", version="31"))
+    setup.intake.on_event(PODS, "ADDED", pod_object("api", version="31"))
     setup.cache.assume(setup.intake.pending["uid-api"], "n1")
-    setup.intake.on_pod("DELETED", pod_object("api", version="32"))
+    setup.intake.on_event(PODS, "DELETED", pod_object("api", version="32"))
     assert setup.cache.usage_of("n1").pods == 3
-    setup.intake.on_pod("MODIFIED", pod_object("api", version="31"))  # a late older state: refused
+    setup.intake.on_event(PODS, "MODIFIED", pod_object("api", version="31"))  # a late older state: refused
     assert "uid-api" not in setup.intake.pending
     setup.intake.on_bound_pod("ADDED", bound("api", 32))
     assert "uid-api" not in setup.cache.assumed
     # Deleted while waiting: gone, and a list does not find it missing (no drift).
-    setup.intake.on_pod("ADDED", pod_object("gone", version="41"))
-    setup.intake.on_pod("DELETED", pod_object("gone", version="42"))
+    setup.intake.on_event(PODS, "ADDED", pod_object("gone", version="41"))
+    setup.intake.on_event(PODS, "DELETED", pod_object("gone", version="42"))
     assert "uid-gone" not in setup.intake.pending
     assert "uid-gone" not in setup.intake.versions["pods"].held
     # Without a watch of bound pods, Kopf's DELETED is the pod's deletion.
     plain = build()
-    plain.intake.on_node("ADDED", node_object("n1", version="2"))
-    plain.intake.on_pod("ADDED", bound("web", 13))
-    plain.intake.on_pod("DELETED", bound("web", 14))
+    plain.intake.on_event(NODES, "ADDED", node_object("n1", version="2"))
+    plain.intake.on_event(PODS, "ADDED", bound("web", 13))
+    plain.intake.on_event(PODS, "DELETED", bound("web", 14))
     assert "uid-web" not in plain.cache.counted
 
 
@@ -436,9 +442,13 @@ async def test_a_pod_bound_here_whose_binding_the_watch_lost_is_dropped_by_the_r
         setup.serve("nodes", 10, node_object("n1", cpu="1", version="2"))
         setup.serve("pods", 10)
         await setup.intake.sync()
-        setup.intake.on_pod("ADDED", pod_object("web", cpu="800m", labels={"app": "web"}, version="11"))
+        setup.intake.on_event(
+            PODS, "ADDED", pod_object("web", cpu="800m", labels={"app": "web"}, version="11")
+        )
         setup.cache.assume(setup.intake.pending["uid-web"], "n1")
-        setup.intake.on_pod("DELETED", pod_object("web", cpu="800m", labels={"app": "web"}, version="12"))
+        setup.intake.on_event(
+            PODS, "DELETED", pod_object("web", cpu="800m", labels={"app": "web"}, version="12")
+        )
         park(setup.queue, PodInfo.from_object(pod_object("waiting", cpu="500m")))
         setup.serve("pods", 20)  # deleted, or finished (the lists leave finished pods out)
         assert setup.intake.bound_pods is not None
@@ -463,9 +473,9 @@ async def test_a_relist_keeps_a_pod_bound_here_that_it_shows_or_that_is_newer_th
         setup.serve("pods", 10)
         await setup.intake.sync()
         for name, version in (("listed", 11), ("newer", 31)):
-            setup.intake.on_pod("ADDED", pod_object(name, version=str(version)))
+            setup.intake.on_event(PODS, "ADDED", pod_object(name, version=str(version)))
             setup.cache.assume(setup.intake.pending[f"uid-{name}"], "n1")
-            setup.intake.on_pod("DELETED", pod_object(name, version=str(version + 1)))
+            setup.intake.on_event(PODS, "DELETED", pod_object(name, version=str(version + 1)))
         # Read before "newer" was created; "listed" shows bound, its binding's event not yet in.
         setup.serve("pods", 25, bound("listed", 12))
         setup.intake.relist(setup.intake.kinds["pods"])
@@ -483,7 +493,7 @@ async def test_a_parked_pod_is_retried_when_a_relist_drops_the_pod_holding_its_r
     waiting = PodInfo.from_object(pod_object("waiting", cpu="500m"))
     park(setup.queue, waiting)
     setup.serve("pods", 20, bound("other", 6))
-    setup.intake.on_pod(None, bound("other", 6))
+    setup.intake.on_event(PODS, None, bound("other", 6))
     await setup.listed()
     assert setup.cache.usage_of("n1").requested.milli_cpu == 100
     assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
@@ -494,7 +504,7 @@ async def test_a_pending_pod_dropped_by_a_relist_leaves_the_queue(setup: Setup) 
     await setup.intake.sync()
     assert "uid-queued" in setup.queue.entries
     setup.serve("pods", 20)
-    setup.intake.on_pod(None, bound("someone-else", 19))
+    setup.intake.on_event(PODS, None, bound("someone-else", 19))
     await setup.listed()
     assert "uid-queued" not in setup.intake.pending
     assert "uid-queued" not in setup.queue.entries
@@ -511,10 +521,10 @@ async def test_relists_of_a_kind_are_folded_while_one_runs(setup: Setup) -> None
         return ListServer.answer(setup.server, request)
 
     setup.server.send = held  # type: ignore[method-assign]
-    setup.intake.on_node(None, node_object("n0", version="2"))
+    setup.intake.on_event(NODES, None, node_object("n0", version="2"))
     await eventually_async(lambda: len(requests) == 1, what="the first relist under way")
     for index in range(1, 5):
-        setup.intake.on_node(None, node_object(f"n{index}", version="2"))
+        setup.intake.on_event(NODES, None, node_object(f"n{index}", version="2"))
     gate.set()
     await setup.listed()
     assert len(requests) == 2  # the one running, and one more for the requests made meanwhile
@@ -535,7 +545,7 @@ async def test_drift_is_counted_by_kind_once_no_watch_event_explains_it(
     await setup.listed()
     assert "n2" not in setup.cache.nodes  # repaired at once
     assert "uid-unseen" in setup.cache.counted
-    setup.intake.on_pod("DELETED", bound("lost", 30))  # the deletion the list found, now arriving
+    setup.intake.on_event(PODS, "DELETED", bound("lost", 30))  # the deletion the list found, now arriving
     with caplog.at_level(logging.WARNING, logger="promsched.scheduling.intake.following"):
         setup.sleeps.end(GRACE)
         await setup.listed()
@@ -558,7 +568,9 @@ async def test_no_drift_is_counted_when_a_pending_pods_deletion_races_a_relist()
         setup.intake.relist(setup.intake.kinds["pods"])
         await setup.listed()
         assert "uid-queued" not in setup.intake.pending
-        setup.intake.on_pod("DELETED", pod_object("queued", version="18"))  # Kopf's watch of unbound pods
+        setup.intake.on_event(
+            PODS, "DELETED", pod_object("queued", version="18")
+        )  # Kopf's watch of unbound pods
         await setup.sleeping(GRACE)
         setup.sleeps.end(GRACE)
         await setup.listed()
@@ -590,13 +602,13 @@ async def test_a_list_that_fails_is_retried(setup: Setup) -> None:
 
 
 async def test_an_assumed_pod_seen_finished_gives_parked_pods_its_room(setup: Setup) -> None:
-    setup.intake.on_node("ADDED", node_object("n1", cpu="1", version="2"))
+    setup.intake.on_event(NODES, "ADDED", node_object("n1", cpu="1", version="2"))
     job = PodInfo.from_object(pod_object("job", cpu="800m"))
     setup.cache.assume(job, "n1")
     park(setup.queue, PodInfo.from_object(pod_object("waiting", cpu="500m")))
     finished = bound("job", 9, cpu="800m")
     finished["status"]["phase"] = "Succeeded"
-    setup.intake.on_pod("MODIFIED", finished)
+    setup.intake.on_event(PODS, "MODIFIED", finished)
     assert setup.cache.usage_of("n1").pods == 0
     assert setup.queue.entries["uid-waiting"].where is not Where.UNSCHEDULABLE
 
@@ -606,10 +618,10 @@ async def test_a_kind_is_listed_once_kopfs_listing_has_stopped_coming() -> None:
     setup = build(relist_quiet=1.0, clock=clock)
     try:
         await setup.intake.sync()
-        setup.intake.on_node(None, node_object("n0", version="2"))
+        setup.intake.on_event(NODES, None, node_object("n0", version="2"))
         await setup.sleeping(1.0)
         clock.advance(0.5)
-        setup.intake.on_node(None, node_object("n1", version="3"))
+        setup.intake.on_event(NODES, None, node_object("n1", version="3"))
         setup.sleeps.end(1.0)
         await setup.sleeping(1.0)  # another second since the last object of Kopf's listing
         clock.advance(1.0)

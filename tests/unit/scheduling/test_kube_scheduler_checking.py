@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from promsched.kube.requests import lease_path
+from promsched.scheduling.intake.kinds import NODES, PODS
 from promsched.scheduling.policies.kube_scheduler_checking import (
     CLOCK_SKEW,
     LEASE_NAME,
@@ -116,10 +117,10 @@ async def test_an_enforce_policy_for_default_scheduler_is_held_while_kube_schedu
     api.store(LEASE, lease())
     scheduler = Scheduler(api)
     try:
-        scheduler.on_node("ADDED", node_object("node-0"))
+        scheduler.intake.on_event(NODES, "ADDED", node_object("node-0"))
         spec = spec_document(schedulerName="default-scheduler")
         await scheduler.on_policy("ADDED", policy_object("takeover", spec))
-        scheduler.on_pod("ADDED", pod_object("web", schedulerName="default-scheduler"))
+        scheduler.intake.on_event(PODS, "ADDED", pod_object("web", schedulerName="default-scheduler"))
 
         assert conditions(scheduler, "takeover")["Ready"] == ("False", "Conflict")
         assert conditions(scheduler, "takeover")["Conflict"] == ("True", "KubeSchedulerRunning")

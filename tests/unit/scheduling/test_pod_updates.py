@@ -12,6 +12,7 @@ import pytest
 from promsched.kube.requests import Request
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.intake.following import Intake
+from promsched.scheduling.intake.kinds import PODS
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.queues import SchedulingQueue
 from support.objects import pod_object
@@ -175,11 +176,11 @@ def test_the_cache_follows_each_state_of_a_pod() -> None:
     )
     obj = bound_pod()
     uid = obj["metadata"]["uid"]
-    intake.on_pod("ADDED", obj)
+    intake.on_event(PODS, "ADDED", obj)
     for name in ("spec resize", "allocatedResources", "labels", "deletionTimestamp", "phase"):
         for change in (ready_flipped, CHANGES[name]):  # a state that changes nothing read, then one that does
             obj = next_state(obj, change)
-            intake.on_pod("MODIFIED", obj)
+            intake.on_event(PODS, "MODIFIED", obj)
 
         if name == "phase":
             assert uid not in cache.counted

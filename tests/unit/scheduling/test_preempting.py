@@ -12,6 +12,7 @@ from promsched.metrics import Snapshot, plan_from_policy
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.preempting import NEVER, TERMINATING, candidates_to_find
+from promsched.scheduling.intake.kinds import DISRUPTION_BUDGETS
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
@@ -169,15 +170,15 @@ def test_disruption_budgets_are_watched_into_the_cache() -> None:
         "spec": {"selector": {"matchLabels": {"app": "web"}}},
         "status": {"disruptionsAllowed": 1, "disruptedPods": {"web-0": "2026-01-01T00:00:00Z"}},
     }
-    scheduler.on_disruption_budget("ADDED", pdb)
+    scheduler.intake.on_event(DISRUPTION_BUDGETS, "ADDED", pdb)
     [budget] = scheduler.cache.budgets.values()
     assert (budget.name, budget.disruptions_allowed, budget.disrupted_pods) == (
         "web",
         1,
         frozenset({"web-0"}),
     )
-    scheduler.on_disruption_budget(
-        "DELETED", {**pdb, "metadata": {**pdb["metadata"], "resourceVersion": "4"}}
+    scheduler.intake.on_event(
+        DISRUPTION_BUDGETS, "DELETED", {**pdb, "metadata": {**pdb["metadata"], "resourceVersion": "4"}}
     )
     assert scheduler.cache.budgets == {}
 

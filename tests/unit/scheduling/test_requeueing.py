@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from promsched.scheduling.intake.kinds import CLAIMS, NAMESPACES, PODS, STORAGE_CLASSES, VOLUMES
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.schedulers import Scheduler
 from support.objects import ZONE, claim_object, pod, pod_object
@@ -24,29 +25,35 @@ def using(claim: str, name: str) -> PodInfo:
 
 def test_a_claim_that_changes_retries_the_pods_that_use_it(scheduler: Scheduler) -> None:
     park(scheduler, using("data", "app"), using("logs", "other"), pod("plain"))
-    scheduler.on_claim("ADDED", claim_object("data", namespace="elsewhere"))
+    scheduler.intake.on_event(CLAIMS, "ADDED", claim_object("data", namespace="elsewhere"))
     assert retried(scheduler) == set()
-    scheduler.on_claim("ADDED", claim_object("data"))
+    scheduler.intake.on_event(CLAIMS, "ADDED", claim_object("data"))
     assert retried(scheduler) == {"app"}
 
 
 def test_volumes_and_storage_classes_retry_pods_with_claims(scheduler: Scheduler) -> None:
     park(scheduler, using("data", "app"), pod("plain"))
-    scheduler.on_volume("ADDED", {"metadata": {"name": "pv"}, "spec": {}})
+    scheduler.intake.on_event(VOLUMES, "ADDED", {"metadata": {"name": "pv"}, "spec": {}})
     assert retried(scheduler) == {"app"}
     park(scheduler, using("data", "app"))
-    scheduler.on_volume("MODIFIED", {"metadata": {"name": "pv", "resourceVersion": "2"}, "spec": {}})
+    scheduler.intake.on_event(
+        VOLUMES, "MODIFIED", {"metadata": {"name": "pv", "resourceVersion": "2"}, "spec": {}}
+    )
     assert retried(scheduler) == set()  # nothing that matters changed
-    scheduler.on_storage_class("ADDED", {"metadata": {"name": "local"}, "volumeBindingMode": "Immediate"})
+    scheduler.intake.on_event(
+        STORAGE_CLASSES, "ADDED", {"metadata": {"name": "local"}, "volumeBindingMode": "Immediate"}
+    )
     assert retried(scheduler) == {"app"}
 
 
 def test_namespace_relabelling_retries_pods_with_inter_pod_rules(scheduler: Scheduler) -> None:
     near_db = affinity(required_term(DB, ZONE, namespaceSelector={"matchLabels": {"team": "db"}}))
     park(scheduler, pod("web", affinity=near_db), pod("plain"))
-    scheduler.on_namespace("ADDED", {"metadata": {"name": "data"}})
+    scheduler.intake.on_event(NAMESPACES, "ADDED", {"metadata": {"name": "data"}})
     assert retried(scheduler) == set()  # a new namespace holds no pods to match
-    scheduler.on_namespace("MODIFIED", {"metadata": {"name": "data", "labels": {"team": "db"}}})
+    scheduler.intake.on_event(
+        NAMESPACES, "MODIFIED", {"metadata": {"name": "data", "labels": {"team": "db"}}}
+    )
     assert retried(scheduler) == {"web"}
 
 
@@ -67,15 +74,15 @@ def test_a_pod_placed_retries_the_pods_it_may_attract_or_balance(scheduler: Sche
         pod("apart", affinity=anti_affinity(required_term(DB))),
         pod("plain"),
     )
-    scheduler.on_pod("ADDED", pod_object("db-0", labels=DB, node_name="n1"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("db-0", labels=DB, node_name="n1"))
     assert retried(scheduler) == {"near-db", "spread-db"}
 
 
 def test_a_pod_relabelled_on_its_node_retries_pods_with_inter_pod_rules(scheduler: Scheduler) -> None:
-    scheduler.on_pod("ADDED", pod_object("db-0", labels={"app": "old"}, node_name="n1"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("db-0", labels={"app": "old"}, node_name="n1"))
     park(scheduler, pod("apart", affinity=anti_affinity(required_term(DB))), pod("plain"))
-    scheduler.on_pod("MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
+    scheduler.intake.on_event(PODS, "MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
     assert retried(scheduler) == {"apart"}
     park(scheduler, pod("apart", affinity=anti_affinity(required_term(DB))))
-    scheduler.on_pod("MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
+    scheduler.intake.on_event(PODS, "MODIFIED", pod_object("db-0", labels=DB, node_name="n1"))
     assert retried(scheduler) == set()

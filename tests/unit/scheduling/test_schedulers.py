@@ -21,6 +21,7 @@ from promsched.metrics.scoring import NodeResult, ScoreMemo
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import Outcome, decide, feasible_nodes_to_find
 from promsched.scheduling.filters import DEFAULT_FILTERS
+from promsched.scheduling.intake.kinds import NODES, PODS
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.policies.decisions import TOP_NODES, shown
@@ -78,7 +79,7 @@ def sender() -> FakeSender:
 async def scheduler(sender: FakeSender) -> Scheduler:
     scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node_object(name))
+        scheduler.intake.on_event(NODES, "ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
     return scheduler
 
@@ -99,7 +100,7 @@ async def cycle(scheduler: Scheduler) -> None:
 async def failed_huge_pod(scheduler: Scheduler) -> dict[str, Any]:
     """`huge`, a pod no node fits, added and failed by one scheduling cycle."""
     huge = pod_object("huge", cpu="64")
-    scheduler.on_pod("ADDED", huge)
+    scheduler.intake.on_event(PODS, "ADDED", huge)
     await cycle(scheduler)
     return huge
 
@@ -112,7 +113,7 @@ def series_counts(sender: FakeSender) -> list[int]:
 async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     assert binding["target"]["name"] == "idle"
@@ -126,7 +127,7 @@ async def test_a_pod_is_bound_to_the_least_loaded_node_with_its_decision(
 
 async def test_status_writes_are_coalesced(scheduler: Scheduler, sender: FakeSender) -> None:
     for index in range(5):
-        scheduler.on_pod("ADDED", pod_object(f"web-{index}"))
+        scheduler.intake.on_event(PODS, "ADDED", pod_object(f"web-{index}"))
         await cycle(scheduler)
     sender.sent.clear()
     await scheduler.flush_statuses()
@@ -139,11 +140,11 @@ async def test_status_writes_are_coalesced(scheduler: Scheduler, sender: FakeSen
 async def test_a_pod_seen_again_while_its_binding_is_in_flight_is_not_queued_twice(
     scheduler: Scheduler,
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     entry = scheduler.queue.pop_nowait()
     assert entry is not None
     scheduler.schedule_one(entry)  # the binding task has not run yet
-    scheduler.on_pod("MODIFIED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "MODIFIED", pod_object("web"))
     assert len(scheduler.queue) == 0
     await settle(scheduler)
 
@@ -152,7 +153,7 @@ async def test_a_conflicting_binding_is_dropped_and_forgotten(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
     sender.fail["/binding"] = 409
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     await cycle(scheduler)
     assert scheduler.cache.usage_of("idle").pods == 0
     assert len(scheduler.queue) == 0
@@ -162,11 +163,11 @@ async def test_a_conflicting_binding_is_dropped_and_forgotten(
 async def test_a_failed_binding_gives_its_room_to_pods_parked_for_it(
     scheduler: Scheduler, sender: FakeSender, status: int
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("huge", cpu="64"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("huge", cpu="64"))
     await cycle(scheduler)
     assert scheduler.queue.entries["uid-huge"].where is Where.UNSCHEDULABLE
     sender.fail["/binding"] = status
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     await cycle(scheduler)
     # As kube-scheduler after a failed binding cycle (AssignedPodDelete): the parked pod is tried again.
     assert scheduler.queue.entries["uid-huge"].where is not Where.UNSCHEDULABLE
@@ -174,7 +175,7 @@ async def test_a_failed_binding_gives_its_room_to_pods_parked_for_it(
 
 async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, sender: FakeSender) -> None:
     sender.fail["/binding"] = 500
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     await cycle(scheduler)
     assert scheduler.cache.usage_of("idle").pods == 0
     assert scheduler.queue.entries["uid-web"].where is Where.BACKOFF
@@ -182,7 +183,7 @@ async def test_a_failed_binding_is_retried_after_backoff(scheduler: Scheduler, s
 
 
 async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender: FakeSender) -> None:
-    scheduler.on_pod("ADDED", pod_object("huge", cpu="64"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("huge", cpu="64"))
     await cycle(scheduler)
     assert scheduler.queue.entries["uid-huge"].where is Where.UNSCHEDULABLE
     [patch] = sender.bodies("/pods/huge/status")
@@ -191,14 +192,16 @@ async def test_a_pod_that_fits_nowhere_is_told_why(scheduler: Scheduler, sender:
     assert event["reason"] == "FailedScheduling"
     assert event["note"] == "0/3 nodes are available: 3 Insufficient cpu." + no_victims(3)
     # A node being added may make room: the pod is tried again.
-    scheduler.on_node("ADDED", node_object("big"))
+    scheduler.intake.on_event(NODES, "ADDED", node_object("big"))
     assert scheduler.queue.entries["uid-huge"].where in (Where.ACTIVE, Where.BACKOFF)
 
 
 async def test_constraints_promsched_cannot_honour_are_refused_by_name(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("dra", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]))
+    scheduler.intake.on_event(
+        PODS, "ADDED", pod_object("dra", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}])
+    )
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     [event] = sender.bodies("/namespaces/ns/events")
@@ -206,17 +209,17 @@ async def test_constraints_promsched_cannot_honour_are_refused_by_name(
 
 
 async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:
-    scheduler.on_pod("ADDED", pod_object("theirs", schedulerName="default-scheduler"))
-    scheduler.on_pod("ADDED", pod_object("placed", nodeName="busy"))
-    scheduler.on_pod("ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("theirs", schedulerName="default-scheduler"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("placed", nodeName="busy"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
     assert len(scheduler.queue) == 0
     assert scheduler.cache.usage_of("busy").pods == 1
 
 
 async def test_a_gated_pod_is_queued_once_its_gates_are_lifted(scheduler: Scheduler) -> None:
-    scheduler.on_pod("ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("gated", schedulingGates=[{"name": "wait"}]))
     assert len(scheduler.queue) == 0
-    scheduler.on_pod("MODIFIED", pod_object("gated"))
+    scheduler.intake.on_event(PODS, "MODIFIED", pod_object("gated"))
     assert "uid-gated" in scheduler.queue.entries
 
 
@@ -239,7 +242,7 @@ PREFERS_BUSY = {
 async def scheduler_with(sender: FakeSender, **spec: Any) -> Scheduler:
     scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7))
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node_object(name))
+        scheduler.intake.on_event(NODES, "ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy(**spec))
     return scheduler
 
@@ -249,7 +252,7 @@ async def test_the_policys_preference_weight_sets_what_preferences_count(
     sender: FakeSender, weight: int, chosen: str
 ) -> None:
     scheduler = await scheduler_with(sender, placementPreferences={"weight": weight})
-    scheduler.on_pod("ADDED", pod_object("web", affinity=PREFERS_BUSY))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web", affinity=PREFERS_BUSY))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     assert binding["target"]["name"] == chosen
@@ -258,7 +261,7 @@ async def test_the_policys_preference_weight_sets_what_preferences_count(
 async def test_preferences_past_twenty_plugins_stay_out_of_the_status_only(sender: FakeSender) -> None:
     plugins = [{"name": "cpu"}, *({"name": f"custom{index}", "query": "up"} for index in range(19))]
     scheduler = await scheduler_with(sender, plugins=plugins)
-    scheduler.on_pod("ADDED", pod_object("web", affinity=PREFERS_BUSY))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web", affinity=PREFERS_BUSY))
     await cycle(scheduler)
     [binding] = sender.bodies("/pods/web/binding")
     annotation = json.loads(binding["metadata"]["annotations"]["promsched.io/decision"])
@@ -270,7 +273,7 @@ async def test_preferences_past_twenty_plugins_stay_out_of_the_status_only(sende
 async def test_a_decision_shown_after_a_policy_change_keeps_the_generation_it_was_made_by(
     scheduler: Scheduler,
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     await cycle(scheduler)
     changed = policy()
     changed["metadata"]["generation"] = 2
@@ -292,12 +295,12 @@ async def test_the_younger_of_two_policies_for_one_name_is_in_conflict(scheduler
 
 async def test_shadow_mode_records_and_binds_nothing(scheduler: Scheduler, sender: FakeSender) -> None:
     await scheduler.on_policy("ADDED", policy("shadow", schedulerName="default-scheduler", mode="Shadow"))
-    scheduler.on_pod("ADDED", pod_object("theirs", schedulerName="default-scheduler"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("theirs", schedulerName="default-scheduler"))
     await cycle(scheduler)
     assert not sender.bodies("/binding")
     status = scheduler.policies["shadow"].status
     assert status.decisions[-1].node == "idle"
-    scheduler.on_pod("MODIFIED", pod_object("theirs", schedulerName="default-scheduler"))
+    scheduler.intake.on_event(PODS, "MODIFIED", pod_object("theirs", schedulerName="default-scheduler"))
     assert len(scheduler.queue) == 0
 
 
@@ -345,8 +348,9 @@ async def test_the_cluster_is_listed_before_the_first_cycle(sender: FakeSender) 
 async def test_an_older_state_of_a_pod_arriving_late_is_ignored(scheduler: Scheduler) -> None:
     placed = pod_object("web", nodeName="idle")
     placed["metadata"]["resourceVersion"] = "7"
-    scheduler.on_pod("ADDED", placed)
-    scheduler.on_pod("ADDED", pod_object("web"))  # resourceVersion 1: from a list taken earlier
+    scheduler.intake.on_event(PODS, "ADDED", placed)
+    # resourceVersion 1: from a list taken earlier
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     assert "uid-web" not in scheduler.pending
     assert scheduler.cache.usage_of("idle").pods == 1
 
@@ -357,7 +361,7 @@ async def test_a_policy_places_nothing_before_its_first_metrics(
     runtime = scheduler.policies["p"]
     assert runtime.refresher is not None
     runtime.refresher.latest = Snapshot.empty(runtime.refresher.plan, time.time())
-    scheduler.on_pod("ADDED", pod_object("early"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("early"))
     await cycle(scheduler)
     assert sender.sent == []
     assert scheduler.queue.entries["uid-early"].where is Where.UNSCHEDULABLE
@@ -374,7 +378,7 @@ def test_an_unschedulable_decision_clears_the_node_of_the_last_one() -> None:
 async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
     scheduler: Scheduler, sender: FakeSender
 ) -> None:
-    scheduler.on_pod("ADDED", pod_object("web"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))
     entry = scheduler.queue.pop_nowait()
     assert entry is not None
     outcome = scheduler.schedule_one(entry)  # the binding task waits for the loop
@@ -382,7 +386,7 @@ async def test_a_node_cordoned_between_scoring_and_binding_is_not_bound_to(
     assert outcome.node == "idle"
     cordoned = node_object("idle", unschedulable=True)
     cordoned["metadata"]["resourceVersion"] = "2"
-    scheduler.on_node("MODIFIED", cordoned)
+    scheduler.intake.on_event(NODES, "MODIFIED", cordoned)
     await settle(scheduler)
     assert not sender.bodies("/binding")
     assert scheduler.cache.usage_of("idle").pods == 0
@@ -411,10 +415,10 @@ async def test_the_loop_takes_no_pod_while_the_bindings_in_flight_are_at_their_l
     sender = GatedSender()
     scheduler = Scheduler(sender, refresher_factory=FakeRefresher, rng=random.Random(7), bind_concurrency=2)
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node_object(name))
+        scheduler.intake.on_event(NODES, "ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
     for index in range(6):
-        scheduler.on_pod("ADDED", pod_object(f"web-{index}"))
+        scheduler.intake.on_event(PODS, "ADDED", pod_object(f"web-{index}"))
     loop = asyncio.create_task(scheduler.run())
     try:
         await eventually_async(lambda: sender.in_flight == 2, what="two bindings in flight")
@@ -479,10 +483,10 @@ async def test_an_exception_in_one_pods_cycle_leaves_the_loop_running_and_the_po
         filters=(ExplodingFilter(), *DEFAULT_FILTERS),
     )
     for name in ("busy", "idle", "mid"):
-        scheduler.on_node("ADDED", node_object(name))
+        scheduler.intake.on_event(NODES, "ADDED", node_object(name))
     await scheduler.on_policy("ADDED", policy())
-    scheduler.on_pod("ADDED", pod_object("bad"))
-    scheduler.on_pod("ADDED", pod_object("good"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("bad"))
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("good"))
     loop = asyncio.create_task(scheduler.run())
     try:
         await eventually_async(
@@ -503,7 +507,9 @@ async def test_a_pod_that_keeps_failing_has_one_event_whose_series_grows_and_one
     huge = await failed_huge_pod(scheduler)
     [condition] = [body["status"]["conditions"][0] for body in sender.bodies("/pods/huge/status")]
     # The API server now holds the condition, and the watch says so.
-    scheduler.on_pod("MODIFIED", {**huge, "status": {"phase": "Pending", "conditions": [condition]}})
+    scheduler.intake.on_event(
+        PODS, "MODIFIED", {**huge, "status": {"phase": "Pending", "conditions": [condition]}}
+    )
     pod = scheduler.pending["uid-huge"]
     for _ in range(5):
         scheduler.reporter.report_unschedulable(pod, condition["message"], "promsched")
@@ -523,7 +529,9 @@ async def test_a_changed_failure_message_patches_the_condition_and_keeps_its_tra
 ) -> None:
     stored = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "old"}
     huge = pod_object("huge", cpu="64")
-    scheduler.on_pod("ADDED", {**huge, "status": {"conditions": [{**stored, "lastTransitionTime": "T0"}]}})
+    scheduler.intake.on_event(
+        PODS, "ADDED", {**huge, "status": {"conditions": [{**stored, "lastTransitionTime": "T0"}]}}
+    )
     await cycle(scheduler)
     [patch] = sender.bodies("/pods/huge/status")
     assert patch["status"]["conditions"][0][
@@ -537,7 +545,7 @@ async def test_a_failed_scheduling_event_dropped_by_a_full_queue_is_created_at_t
 ) -> None:
     scheduler.reporter.writes.limit = 0  # full: every write is dropped
     huge = pod_object("huge", cpu="64")
-    scheduler.on_pod("ADDED", huge)
+    scheduler.intake.on_event(PODS, "ADDED", huge)
     pod = scheduler.pending["uid-huge"]
     scheduler.reporter.report_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.", "promsched")
     scheduler.reporter.writes.limit = 100
@@ -549,7 +557,7 @@ async def test_a_failed_scheduling_event_dropped_by_a_full_queue_is_created_at_t
 async def test_the_decision_records_the_pods_usage_estimate(scheduler: Scheduler, sender: FakeSender) -> None:
     counted = {"policy": "p", "resource": "cpu", "source": "request"}
     before = REGISTRY.get_sample_value("promsched_pod_estimates_total", counted) or 0.0
-    scheduler.on_pod("ADDED", pod_object("web"))  # requests 100m and 64Mi
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("web"))  # requests 100m and 64Mi
     await cycle(scheduler)
     await scheduler.flush_statuses()
     [status] = sender.bodies("/schedulingpolicies/p/status")

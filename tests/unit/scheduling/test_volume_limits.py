@@ -10,6 +10,7 @@ import pytest
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits, VolumeLimitsCheck
 from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.intake import kinds
 from promsched.scheduling.objects.csi_nodes import CSINodeInfo, CSIVolume, VolumeAttachmentInfo, csi_volume
 from promsched.scheduling.objects.fields import FieldError
 from promsched.scheduling.objects.pods import PodInfo
@@ -215,44 +216,47 @@ def test_csinode_parsing() -> None:
 def test_a_csinode_added_or_allowing_more_retries_pods_with_claims() -> None:
     scheduler = Scheduler(NoSender())
     park(scheduler, using("a"), pod("plain"))
-    scheduler.on_csi_node(
+    scheduler.intake.on_event(
+        kinds.CSI_NODES,
         "ADDED",
         csi_node_object("n1", ebs_csi_aws_com=2) | {"metadata": {"name": "n1", "resourceVersion": "1"}},
     )
     assert retried(scheduler) == {"app"}
     park(scheduler, using("a"))
     lowered = csi_node_object("n1", ebs_csi_aws_com=1) | {"metadata": {"name": "n1", "resourceVersion": "2"}}
-    scheduler.on_csi_node("MODIFIED", lowered)
+    scheduler.intake.on_event(kinds.CSI_NODES, "MODIFIED", lowered)
     assert retried(scheduler) == set()
     raised = csi_node_object("n1", ebs_csi_aws_com=3) | {"metadata": {"name": "n1", "resourceVersion": "3"}}
-    scheduler.on_csi_node("MODIFIED", raised)
+    scheduler.intake.on_event(kinds.CSI_NODES, "MODIFIED", raised)
     assert retried(scheduler) == {"app"}
-    scheduler.on_csi_node("DELETED", raised | {"metadata": {"name": "n1", "resourceVersion": "4"}})
+    scheduler.intake.on_event(
+        kinds.CSI_NODES, "DELETED", raised | {"metadata": {"name": "n1", "resourceVersion": "4"}}
+    )
     assert "n1" not in scheduler.cache.csi_nodes
 
 
 def test_a_volume_detached_retries_pods_with_claims() -> None:
     scheduler = Scheduler(NoSender())
-    scheduler.on_volume_attachment("ADDED", attachment("a"))
+    scheduler.intake.on_event(kinds.VOLUME_ATTACHMENTS, "ADDED", attachment("a"))
     park(scheduler, using("a"), pod("plain"))
     assert retried(scheduler) == set()
-    scheduler.on_volume_attachment("DELETED", attachment("a"))
+    scheduler.intake.on_event(kinds.VOLUME_ATTACHMENTS, "DELETED", attachment("a"))
     assert retried(scheduler) == {"app"}
     assert scheduler.cache.node_attachments == {}
 
 
 def test_a_resize_that_lowers_a_bound_pods_requests_retries_parked_pods_and_frees_its_node() -> None:
     scheduler = Scheduler(NoSender())
-    scheduler.on_node("ADDED", node_object("n1"))
+    scheduler.intake.on_event(kinds.NODES, "ADDED", node_object("n1"))
     running = pod_object("big", node_name="n1", cpu="3")
-    scheduler.on_pod("ADDED", running)
+    scheduler.intake.on_event(kinds.PODS, "ADDED", running)
     park(scheduler, pod("waiting", cpu="2"))
     resized = {**running, "metadata": {**running["metadata"], "resourceVersion": "2"}}
     resized["status"] = {
         **running["status"],
         "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}],
     }
-    scheduler.on_pod("MODIFIED", resized)  # a scale-up actuated first: nothing freed
+    scheduler.intake.on_event(kinds.PODS, "MODIFIED", resized)  # a scale-up actuated first: nothing freed
     assert retried(scheduler) == set()
     assert scheduler.cache.usage_of("n1").requested.milli_cpu == 4000
     shrunk = {**resized, "metadata": {**running["metadata"], "resourceVersion": "3"}}
@@ -264,6 +268,6 @@ def test_a_resize_that_lowers_a_bound_pods_requests_retries_parked_pods_and_free
         **running["status"],
         "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
     }
-    scheduler.on_pod("MODIFIED", shrunk)
+    scheduler.intake.on_event(kinds.PODS, "MODIFIED", shrunk)
     assert retried(scheduler) == {"waiting"}
     assert scheduler.cache.usage_of("n1").requested.milli_cpu == 1000

@@ -10,7 +10,7 @@ from the current state, and the intake lists pods again to learn what was delete
 
 A binding reaches both watches at one resourceVersion: this one gains the pod (ADDED), and Kopf's loses
 it with a DELETED event carrying the pod's last unbound state, as it would for a deletion. The intake
-takes that as "waits no more" and leaves what is on the nodes to this watch (`Intake.on_pod`).
+takes that as "waits no more" and leaves what is on the nodes to this watch (`Intake.on_event`).
 """
 
 from __future__ import annotations

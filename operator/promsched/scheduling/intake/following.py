@@ -1,7 +1,7 @@
 """The intake: what the scheduler knows of the cluster, from Kopf's watch events and from lists of its own.
 
-Kopf watches every kind and hands each event to `on_node`, `on_pod` and the like; pods bound to nodes
-come from a watch of the intake's own when it has a `watcher` (`bound_pods`). Events alone cannot
+Kopf watches every kind of the table (`kinds.WATCHED`) and hands each event to `on_event`; pods bound to
+nodes come from a watch of the intake's own when it has a `watcher` (`bound_pods`). Events alone cannot
 keep the cache true: when a watch's resourceVersion has expired (410 Gone, after an API server restart
 or a long partition), Kopf lists again and replays the objects that still exist, as events of type
 None, and nothing tells of those deleted in between. So the intake lists each kind itself, as an
@@ -24,8 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -36,7 +35,22 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cluster.drift import Difference, Differences, shown
 from promsched.scheduling.cluster.versions import Held, Versions
 from promsched.scheduling.framework import ClusterEvent
-from promsched.scheduling.intake.bound_pods import UNFINISHED_PODS, BoundPods
+from promsched.scheduling.intake.bound_pods import BoundPods
+from promsched.scheduling.intake.kinds import (
+    CLAIMS,
+    CSI_DRIVERS,
+    CSI_NODES,
+    DISRUPTION_BUDGETS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    STORAGE_CAPACITIES,
+    STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
+    VOLUMES,
+    WATCHED,
+    Kind,
+)
 from promsched.scheduling.intake.secondary_kinds import SecondaryKinds
 from promsched.scheduling.objects.fields import parse_version, version_of
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -54,27 +68,6 @@ DRIFT_GRACE = 5.0
 # this long, rather than once per handful.
 RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One watched kind: where it is listed, and how one object's state is applied (deleted or not)."""
-
-    resource: str  # the API's plural, also the drift metric's `kind` label
-    path: str
-    apply: Callable[[bool, Mapping[str, Any]], None]
-    by_uid: bool = False  # pods: one recreated under the same name is another pod
-    field_selector: str = ""  # the objects of the kind that are listed; "": all
-    # What the cache has of the kind beyond what its version guard holds: a list lacking those removes
-    # them too.
-    unheld: Callable[[], Iterable[tuple[str, Held]]] | None = None
-
-    def key(self, metadata: Mapping[str, Any]) -> str:
-        if self.by_uid and metadata.get("uid"):
-            return str(metadata["uid"])
-        name = str(metadata.get("name", ""))
-        namespace = metadata.get("namespace")
-        return f"{namespace}/{name}" if namespace else name
 
 
 def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
@@ -136,32 +129,22 @@ class Intake:
         self.unusable_nodes: dict[str, str] = {}  # node -> the field that keeps it out
         self.synced = asyncio.Event()  # set once every kind has been listed
         storage = SecondaryKinds(cache, queue)
-        kinds = (
-            Kind("nodes", "/api/v1/nodes", self._apply_node),
-            Kind("namespaces", "/api/v1/namespaces", self._apply_namespace),
-            Kind("persistentvolumes", "/api/v1/persistentvolumes", storage.apply_volume),
-            Kind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", storage.apply_claim),
-            Kind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", storage.apply_storage_class),
-            Kind("csinodes", "/apis/storage.k8s.io/v1/csinodes", storage.apply_csi_node),
-            Kind("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", storage.apply_attachment),
-            Kind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", storage.apply_budget),
-            Kind("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", storage.apply_csi_driver),
-            Kind(
-                "csistoragecapacities",
-                "/apis/storage.k8s.io/v1/csistoragecapacities",
-                storage.apply_storage_capacity,
-            ),
-            Kind(
-                "pods",
-                "/api/v1/pods",
-                self._apply_pod,
-                by_uid=True,
-                field_selector=UNFINISHED_PODS,
-                unheld=self._counted_unheld,
-            ),
-        )
-        self.kinds = {kind.resource: kind for kind in kinds}
-        self.versions = {kind.resource: Versions() for kind in kinds}
+        # How one object's state (deleted or not) is applied, for each kind of the table.
+        self.appliers: dict[Kind, Callable[[bool, Mapping[str, Any]], None]] = {
+            NODES: self._apply_node,
+            NAMESPACES: self._apply_namespace,
+            VOLUMES: storage.apply_volume,
+            CLAIMS: storage.apply_claim,
+            STORAGE_CLASSES: storage.apply_storage_class,
+            CSI_NODES: storage.apply_csi_node,
+            VOLUME_ATTACHMENTS: storage.apply_attachment,
+            DISRUPTION_BUDGETS: storage.apply_budget,
+            CSI_DRIVERS: storage.apply_csi_driver,
+            STORAGE_CAPACITIES: storage.apply_storage_capacity,
+            PODS: self._apply_pod,
+        }
+        self.kinds = {kind.plural: kind for kind in WATCHED}
+        self.versions = {kind.plural: Versions() for kind in WATCHED}
         self._started: set[str] = set()  # kinds whose first list has begun
         self._listing: set[str] = set()  # kinds being listed now
         self._again: set[str] = set()  # kinds to list once more when their current list ends
@@ -171,11 +154,10 @@ class Intake:
         # (see `bound_pods`); without, Kopf's watch has them all.
         self.bound_pods = None
         if watcher is not None:
-            pods = self.kinds["pods"]
             self.bound_pods = BoundPods(
                 watcher,
                 self.on_bound_pod,
-                lambda: self.relist(pods),
+                lambda: self.relist(PODS),
                 inactivity_timeout=watch_inactivity_timeout,
                 sleep=sleep,
             )
@@ -183,17 +165,16 @@ class Intake:
     # ----- watch events ---------------------------------------------------------------------------
     # `event_type` None: the object comes from Kopf's own listing (at start-up, or after 410 Gone).
 
-    def on_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["nodes"], event_type, obj)
-
-    def on_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        if event_type == "DELETED" and self.bound_pods is not None:
+    def on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        """One watch event of one of the table's kinds, from Kopf."""
+        if kind is PODS and event_type == "DELETED" and self.bound_pods is not None:
             self._left_unbound_pods(obj)
         else:
-            self._on_event(self.kinds["pods"], event_type, obj)
+            self._follow(kind, event_type, obj)
 
     def on_bound_pod(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["pods"], event_type, obj)
+        """One watch event of a pod on a node, from the intake's own watch (`bound_pods`)."""
+        self._follow(PODS, event_type, obj)
 
     def _left_unbound_pods(self, obj: Mapping[str, Any]) -> None:
         """Kopf's watch of unbound pods says DELETED when a pod is deleted and when it is bound alike: the
@@ -206,48 +187,21 @@ class Intake:
         self.cache.unnominate(uid)
         self.queue.remove(uid)
         version = version_of(metadata)
-        self.differences.explain("pods", uid, version)  # perhaps a deletion a list found first
+        self.differences.explain(PODS.plural, uid, version)  # perhaps a deletion a list found first
         if version is not None:
-            self.versions["pods"].left(uid, version)
+            self.versions[PODS.plural].left(uid, version)
 
-    def on_namespace(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["namespaces"], event_type, obj)
-
-    def on_claim(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["persistentvolumeclaims"], event_type, obj)
-
-    def on_volume(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["persistentvolumes"], event_type, obj)
-
-    def on_volume_attachment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["volumeattachments"], event_type, obj)
-
-    def on_csi_node(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["csinodes"], event_type, obj)
-
-    def on_storage_class(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["storageclasses"], event_type, obj)
-
-    def on_disruption_budget(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["poddisruptionbudgets"], event_type, obj)
-
-    def on_csi_driver(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["csidrivers"], event_type, obj)
-
-    def on_storage_capacity(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        self._on_event(self.kinds["csistoragecapacities"], event_type, obj)
-
-    def _on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
+    def _follow(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
         if event_type is None:
             # Kopf lists again after its watch expired; only a list of ours can tell what was deleted.
             self.relist(kind)
         metadata = obj.get("metadata") or {}
         key, version = kind.key(metadata), version_of(metadata)
-        self.differences.explain(kind.resource, key, version)
+        self.differences.explain(kind.plural, key, version)
         deleted = event_type == "DELETED"
         namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-        if self.versions[kind.resource].admit(key, version, namespace, name, deleted=deleted):
-            kind.apply(deleted, obj)
+        if self.versions[kind.plural].admit(key, version, namespace, name, deleted=deleted):
+            self.appliers[kind](deleted, obj)
 
     # ----- what each kind's state does ----------------------------------------------------------
 
@@ -346,13 +300,13 @@ class Intake:
         """List every kind once before the first cycle, so no pod is placed on a node whose existing
         pods are not yet counted. Retries until the API answers, unless `retry` is off."""
         for kind in self.kinds.values():
-            self._started.add(kind.resource)
-            self._listing.add(kind.resource)
+            self._started.add(kind.plural)
+            self._listing.add(kind.plural)
             try:
                 await self._list(kind, first=True, retry=retry)
             finally:
-                self._listing.discard(kind.resource)
-            if kind.resource in self._again:
+                self._listing.discard(kind.plural)
+            if kind.plural in self._again:
                 self.relist(kind)  # Kopf listed it too, maybe later than this list: see what it missed
         self.synced.set()
         logger.info("Initial sync: %d nodes, %d pods", len(self.cache.nodes), len(self.cache.counted))
@@ -360,31 +314,31 @@ class Intake:
     def relist(self, kind: Kind) -> None:
         """List `kind` again, without holding up anything else. One list of a kind runs at a time; any
         requests meanwhile make one more list after it, which sees whatever they may have missed."""
-        if kind.resource not in self._started:
+        if kind.plural not in self._started:
             return  # its first list is yet to begin: it will be later than whatever asked
-        self._asked[kind.resource] = self.clock()
-        if kind.resource in self._listing:
-            self._again.add(kind.resource)
+        self._asked[kind.plural] = self.clock()
+        if kind.plural in self._listing:
+            self._again.add(kind.plural)
             return
-        self._listing.add(kind.resource)
+        self._listing.add(kind.plural)
         self.spawn(self._relist(kind))
 
     async def _relist(self, kind: Kind) -> None:
         try:
             while True:
                 await self._quiet(kind)
-                self._again.discard(kind.resource)
-                logger.info("Listing %s again", kind.resource)
+                self._again.discard(kind.plural)
+                logger.info("Listing %s again", kind.plural)
                 await self._list(kind, first=False)
-                if kind.resource not in self._again:
+                if kind.plural not in self._again:
                     return
         finally:
-            self._listing.discard(kind.resource)
+            self._listing.discard(kind.plural)
 
     async def _quiet(self, kind: Kind) -> None:
         """Wait until no list of `kind` has been asked for in `relist_quiet` seconds."""
         while True:
-            wait = self._asked.get(kind.resource, 0.0) + self.relist_quiet - self.clock()
+            wait = self._asked.get(kind.plural, 0.0) + self.relist_quiet - self.clock()
             if wait <= 0:
                 return
             await self.sleep(wait)
@@ -392,7 +346,7 @@ class Intake:
     def _follow_bound_pods(self, bound_pods: BoundPods) -> Callable[[], Awaitable[None]]:
         """The watch's first run starts from the initial list; a restart lists the pods again first, as
         whatever the failed run left undelivered is in no watch's future."""
-        since: list[str | None] = [str(self.versions["pods"].listed_at)]
+        since: list[str | None] = [str(self.versions[PODS.plural].listed_at)]
 
         async def follow() -> None:
             version, since[0] = since[0], None
@@ -415,7 +369,7 @@ class Intake:
             except (ApiError, aiohttp.ClientError, TimeoutError) as error:
                 if not retry:
                     raise
-                logger.warning("Listing %s failed (retrying in %.0fs): %s", kind.resource, delay, error)
+                logger.warning("Listing %s failed (retrying in %.0fs): %s", kind.plural, delay, error)
                 await self.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_DELAY)
 
@@ -423,7 +377,7 @@ class Intake:
         """Read a whole list of `kind` and make the cache agree with it: states newer than those held
         are applied as they are read; objects held at the list's version or before and missing from it
         are removed as their DELETED event would remove them. Objects newer than the list stay."""
-        versions = self.versions[kind.resource]
+        versions, apply = self.versions[kind.plural], self.appliers[kind]
         listed: set[str] = set()
         list_version: int | None = None
         changes: list[Difference] = []
@@ -437,16 +391,17 @@ class Intake:
                 namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
                 change = versions.take_listed(key, version, namespace, name)
                 if change:
-                    kind.apply(False, obj)
-                    changes.append(Difference(kind.resource, key, shown(namespace, name), change, version))
+                    apply(False, obj)
+                    changes.append(Difference(kind.plural, key, shown(namespace, name), change, version))
         if list_version is not None:
-            unheld = kind.unheld() if kind.unheld is not None else ()
+            # What the cache counts of pods beyond what their version guard holds goes too.
+            unheld = self._counted_unheld() if kind is PODS else ()
             for key, held in versions.missing_from(listed, list_version, unheld):
                 versions.remove(key, list_version)
                 metadata = {"name": held.name, "namespace": held.namespace, "uid": key}
-                kind.apply(True, {"metadata": metadata})
+                apply(True, {"metadata": metadata})
                 name = shown(held.namespace, held.name)
-                changes.append(Difference(kind.resource, key, name, "removed", held.version))
+                changes.append(Difference(kind.plural, key, name, "removed", held.version))
             versions.listed(list_version)
         if changes and not first:
             self.differences.found(changes)
@@ -459,7 +414,7 @@ class Intake:
         TTL after FinishBinding to 0: expiring a pod whose binding was slow gave its room twice); its
         informer's relist deletes the pod ("final state unknown") from its queue and its cache. So does
         this relist, which the 410 itself asks for, with the periodic one as a safety net."""
-        held = self.versions["pods"].held
+        held = self.versions[PODS.plural].held
         for uid, (_node, pod) in self.cache.counted.items():
             if uid not in held:
                 yield uid, Held(parse_version(pod.resource_version) or 0, pod.namespace, pod.name)
