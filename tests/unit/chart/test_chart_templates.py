@@ -9,7 +9,9 @@ from typing import Any
 
 from rendering import CHART, FULLNAME, NAMESPACE, Manifest, container, deployment, needs_helm, render
 
+from promsched.api.policies import GROUP, PLURAL
 from promsched.cli import build_parser
+from promsched.scheduling.intake.kinds import WATCHED
 
 pytestmark = needs_helm
 
@@ -221,6 +223,16 @@ def test_the_cluster_role_grants_exactly_the_watches_bindings_events_and_policy_
     lease_binding = objects[("RoleBinding", lease_reader)]
     assert lease_binding["roleRef"]["name"] == f"{FULLNAME}-kube-scheduler-lease"
     assert lease_binding["subjects"] == binding["subjects"]
+
+
+def test_every_kind_the_operator_follows_may_be_listed_and_watched_cluster_wide(tmp_path: Path) -> None:
+    # The kinds are one table, the intake's, with the policies beside it; the chart's rules are written
+    # apart, so they are checked against it, both ways.
+    followed = {(kind.group, kind.plural) for kind in WATCHED} | {(GROUP, PLURAL)}
+    assert {(group, resource) for group, resource, verb, _ in READS if verb == "watch"} == followed
+    needed = {(group, plural, verb, ()) for group, plural in followed for verb in ("list", "watch")}
+    for values in (None, {"namespaces": ["team-a"]}):
+        assert needed <= grants(render(tmp_path, values)[("ClusterRole", f"/{FULLNAME}")]["rules"])
 
 
 def test_namespaces_move_the_writes_into_roles_of_those_namespaces(tmp_path: Path) -> None:

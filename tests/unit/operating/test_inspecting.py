@@ -41,6 +41,7 @@ from promsched.operating.rendering import (
     render_ranking,
 )
 from promsched.scheduling.cycle.deciding import Outcome
+from promsched.scheduling.intake.kinds import NODES, PODS, WATCHED
 from promsched.scheduling.objects.pods import PodInfo
 from support import objects, policies
 from support.fake_apis import FakeSender
@@ -113,17 +114,7 @@ def pod_object(
 
 
 # What the scheduler lists besides nodes and pods (for placement rules); empty here.
-PLACEMENT_LISTS = (
-    "/apis/policy/v1/poddisruptionbudgets",
-    "/api/v1/namespaces",
-    "/api/v1/persistentvolumes",
-    "/api/v1/persistentvolumeclaims",
-    "/apis/storage.k8s.io/v1/storageclasses",
-    "/apis/storage.k8s.io/v1/csinodes",
-    "/apis/storage.k8s.io/v1/volumeattachments",
-    "/apis/storage.k8s.io/v1/csidrivers",
-    "/apis/storage.k8s.io/v1/csistoragecapacities",
-)
+PLACEMENT_LISTS = tuple(kind.path for kind in WATCHED if kind not in (NODES, PODS))
 
 
 def api_with(pod: Mapping[str, Any], *policies: Mapping[str, Any]) -> FakeSender:
