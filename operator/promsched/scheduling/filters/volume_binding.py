@@ -24,7 +24,8 @@ from promsched.scheduling.filters.volume_binding_plans import (
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
 from promsched.scheduling.framework import PodIndependentCheck, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
-from promsched.scheduling.objects.pods import PodClaim, PodInfo
+from promsched.scheduling.objects.pod_volumes import PodClaim
+from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.volumes import ClaimInfo
 
 if TYPE_CHECKING:

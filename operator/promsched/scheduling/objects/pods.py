@@ -28,6 +28,12 @@ from promsched.scheduling.objects.node_selectors import (
 from promsched.scheduling.objects.nodes import FILTERING_EFFECTS, NodeInfo, Taint
 from promsched.scheduling.objects.pod_limits import controller_of, pod_limits
 from promsched.scheduling.objects.pod_requests import pod_requests, requests_status_key
+from promsched.scheduling.objects.pod_volumes import (
+    PodClaim,
+    has_local_storage,
+    pod_claims,
+    unsupported_volumes,
+)
 from promsched.scheduling.objects.resources import ZERO_RESOURCES, Resources
 from promsched.scheduling.objects.spread_constraints import SpreadConstraint, parse_spread_constraints
 
@@ -41,9 +47,6 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # The condition and reason kube-scheduler's preemption sets on its victims before deleting them.
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
-# Inline volumes that kube-scheduler's VolumeRestrictions plugin checks for conflicting mounts on a node;
-# promsched does not track those mounts, so it refuses pods that use them.
-CONFLICT_CHECKED_VOLUMES: Final = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
 
 
 class PodSpecError(FieldError):
@@ -77,17 +80,6 @@ class Toleration:
             return True
         # Any other operator (one from a newer API) tolerates nothing, as in kube.
         return self.operator == "Equal" and self.value == taint.value
-
-
-@dataclass(frozen=True, slots=True)
-class PodClaim:
-    """A PersistentVolumeClaim one of the pod's volumes uses. `path` names the volume's field; an
-    ephemeral volume's claim is created for the pod by the ephemeral volume controller, named
-    ``<pod>-<volume>``."""
-
-    path: str
-    name: str
-    ephemeral: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +313,7 @@ def _parse_spec(
     affinity = object_field(spec.get("affinity"), "spec.affinity")
     return {
         "limits": pod_limits(spec),
-        "local_storage": _has_local_storage(spec),
+        "local_storage": has_local_storage(spec),
         "node_selector": _shared_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
         "required_affinity": required_affinity(affinity),
         "preferred_affinity": preferred_affinity(affinity),
@@ -331,8 +323,8 @@ def _parse_spec(
             _toleration(toleration) for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
         ),
         "host_ports": frozenset(_host_ports(spec)) or NO_HOST_PORTS,
-        "claims": tuple(_claims(spec, name)),
-        "unsupported": _unsupported(spec),
+        "claims": tuple(pod_claims(spec, name)),
+        "unsupported": unsupported_volumes(spec),
     }
 
 
@@ -422,34 +414,3 @@ def _host_ports(spec: Mapping[str, Any]) -> Iterator[HostPort]:
                     host_ip=port.get("hostIP") or WILDCARD_HOST_IP,
                     port=number,
                 )
-
-
-def _claims(spec: Mapping[str, Any], pod_name: str) -> Iterator[PodClaim]:
-    for index, volume in enumerate(list_field(spec.get("volumes"), "spec.volumes")):
-        path = f"spec.volumes[{index}]"
-        if volume.get("persistentVolumeClaim") is not None:
-            source = object_field(volume["persistentVolumeClaim"], f"{path}.persistentVolumeClaim")
-            yield PodClaim(f"{path}.persistentVolumeClaim", source.get("claimName") or "")
-        elif volume.get("ephemeral") is not None:
-            yield PodClaim(f"{path}.ephemeral", f"{pod_name}-{volume.get('name') or ''}", ephemeral=True)
-
-
-def _has_local_storage(spec: Mapping[str, Any]) -> bool:
-    return any(
-        volume.get("emptyDir") is not None or volume.get("hostPath") is not None
-        for volume in list_field(spec.get("volumes"), "spec.volumes")
-    )
-
-
-def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The fields kube-scheduler would honour and promsched cannot yet: resource claims (dynamic
-    resource allocation) and inline disks whose conflicting mounts kube checks per node."""
-    fields = [
-        f"spec.volumes[{index}].{source}"
-        for index, volume in enumerate(list_field(spec.get("volumes"), "spec.volumes"))
-        for source in CONFLICT_CHECKED_VOLUMES
-        if volume.get(source)
-    ]
-    if spec.get("resourceClaims"):
-        fields.append("spec.resourceClaims")
-    return tuple(fields)
