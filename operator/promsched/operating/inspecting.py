@@ -256,7 +256,7 @@ async def read_cluster(sender: SupportsSend) -> tuple[ClusterCache, list[str]]:
         sender,
         cache,
         SchedulingQueue(),
-        enqueue=lambda _pod: None,  # nothing is scheduled: the queue is not read
+        schedules=lambda _pod: False,  # nothing is scheduled: the queue stays empty
         refuse=lambda _obj, _message: None,
         spawn=_no_background_work,
         resync_interval=0,

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -61,7 +60,6 @@ EVENT_FINISH_INTERVAL = 6 * 60.0
 # How long closing waits for the event series' final counts to be written (a pod's termination grace
 # period is 30 s by default).
 EVENT_FLUSH_SECONDS = 5.0
-SHADOWED_KEPT = 10_000
 
 
 class Scheduler:
@@ -92,7 +90,6 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.cache = ClusterCache()
         self.queue = SchedulingQueue(max_unschedulable_seconds=max_unschedulable_seconds)
-        self.shadowed: OrderedDict[str, None] = OrderedDict()
         self.leading = asyncio.Event()
         self.leading.set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -106,12 +103,13 @@ class Scheduler:
             allowed_hosts=allowed_prometheus_hosts,
             refresher_factory=refresher_factory,
             run_task=self.supervisor.start,  # each policy's refresh loop is a supervised task
+            namespaces=namespaces,
         )
         self.intake = Intake(
             sender,
             self.cache,
             self.queue,
-            enqueue=self._enqueue,
+            schedules=self.runtimes.schedules,
             refuse=self._refuse_malformed,
             spawn=self._spawn,
             resync_interval=resync_interval,
@@ -162,20 +160,6 @@ class Scheduler:
     async def sync(self, *, retry: bool = True) -> None:
         await self.intake.sync(retry=retry)
 
-    def _enqueue(self, pod: PodInfo) -> None:
-        runtime = self.owners.get(pod.scheduler_name)
-        outside = self.namespaces is not None and pod.namespace not in self.namespaces
-        if (
-            runtime is None
-            or outside
-            or pod.scheduling_gated
-            or pod.uid in self.shadowed
-            or pod.uid in self.cache.assumed
-        ):
-            self.queue.remove(pod.uid)
-            return
-        self.queue.add_or_update(pod)
-
     def _refuse_malformed(self, obj: Mapping[str, Any], message: str) -> None:
         spec = obj.get("spec", {})
         scheduler_name = spec.get("schedulerName", "")
@@ -205,20 +189,15 @@ class Scheduler:
     async def on_policy(self, event_type: str, obj: Mapping[str, Any]) -> None:
         changed = await self.runtimes.on_policy(event_type, obj)
         if changed is not None:
-            self._enqueue_pods_of(changed.scheduler_name)
+            self.intake.reconsider(changed.scheduler_name)
             self.queue.move_all_to_active("policy changed")
-
-    def _enqueue_pods_of(self, scheduler_name: str) -> None:
-        for pod in list(self.pending.values()):
-            if pod.scheduler_name == scheduler_name:
-                self._enqueue(pod)
 
     def _kube_scheduler_changed(self) -> None:
         self.runtimes.assign_owners()
         for runtime in self.policies.values():
             if runtime.claims_default_scheduler:
                 self.update_conditions(runtime)
-        self._enqueue_pods_of(DEFAULT_SCHEDULER_NAME)
+        self.intake.reconsider(DEFAULT_SCHEDULER_NAME)
         self.queue.move_all_to_active("kube-scheduler started or stopped")
 
     def _snapshot_taken(self, *, first: bool) -> None:
@@ -376,9 +355,7 @@ class Scheduler:
         decision = decision_record(entry, runtime, outcome, self.cache, self.queue.clock())
         if runtime.policy.spec.mode is Mode.SHADOW:
             self.queue.done(pod.uid)
-            self.shadowed[pod.uid] = None
-            while len(self.shadowed) > SHADOWED_KEPT:
-                self.shadowed.popitem(last=False)
+            self.runtimes.shadow(pod.uid)
             if outcome.node is None:
                 runtime.status.record_unschedulable(pod.uid, outcome.message, decision)
             else:

@@ -147,7 +147,7 @@ def build(**options: Any) -> Setup:
         server,
         ClusterCache(),
         queue,
-        enqueue=queue.add_or_update,
+        schedules=lambda _pod: True,  # every pending pod is queued
         refuse=lambda _obj, message: refused.append(message),
         spawn=background,
         resync_interval=RESYNC,

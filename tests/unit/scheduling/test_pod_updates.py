@@ -172,7 +172,7 @@ def test_the_cache_follows_each_state_of_a_pod() -> None:
 
     cache, queue = ClusterCache(), SchedulingQueue()
     intake = Intake(
-        NoRequests(), cache, queue, enqueue=queue.add_or_update, refuse=lambda *_: None, spawn=lambda _: None
+        NoRequests(), cache, queue, schedules=lambda _pod: True, refuse=lambda *_: None, spawn=lambda _: None
     )
     obj = bound_pod()
     uid = obj["metadata"]["uid"]

@@ -1,5 +1,5 @@
 """A policy's runtime: one decision memo per snapshot, starting from the scores its refresher worked out
-and the previous memo's boards."""
+and the previous memo's boards. The runtimes: which pending pods are the scheduler's to place."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Board
 from promsched.scheduling.policies.recording import PolicyStatus
-from promsched.scheduling.policies.runtimes import PolicyRuntime
+from promsched.scheduling.policies.runtimes import SHADOWED_KEPT, PolicyRuntime, PolicyRuntimes
+from support.fake_apis import FakeSender
+from support.objects import pod
 from support.snapshots import cpu_snapshot
 
 
@@ -49,3 +51,34 @@ def test_a_new_snapshot_starts_its_memo_from_the_refreshers_scores() -> None:
     assert dict(later_memo.boards.kept) == {"current": current}
     runtime.refresher = None
     assert runtime.memo_for(snapshot).scores.scored is None
+
+
+def runtimes_serving(scheduler_name: str, namespaces: frozenset[str] | None = None) -> PolicyRuntimes:
+    cache = ClusterCache()
+    runtimes = PolicyRuntimes(
+        FakeSender(), cache, spawn=lambda _: None, on_snapshot=lambda **_: None, namespaces=namespaces
+    )
+    runtimes.owners = {scheduler_name: PolicyRuntime("p", "", PolicyStatus(history=10))}
+    return runtimes
+
+
+def test_the_pods_to_place_are_those_of_a_served_name_in_a_placed_namespace_ungated() -> None:
+    runtimes = runtimes_serving("promsched", frozenset({"shop"}))
+    assert runtimes.schedules(pod("web", "shop", schedulerName="promsched"))
+    assert not runtimes.schedules(pod("web", "shop", schedulerName="another"))
+    assert not runtimes.schedules(pod("web", "other", schedulerName="promsched"))
+    assert not runtimes.schedules(
+        pod("web", "shop", schedulerName="promsched", schedulingGates=[{"name": "wait"}])
+    )
+    assert runtimes_serving("promsched").schedules(pod("web", "other", schedulerName="promsched"))
+
+
+def test_a_pod_a_shadow_policy_decided_is_not_placed_again_while_remembered() -> None:
+    runtimes = runtimes_serving("promsched")
+    first, later = pod("first", schedulerName="promsched"), pod("later", schedulerName="promsched")
+    runtimes.shadow(first.uid)
+    assert not runtimes.schedules(first)
+    for index in range(SHADOWED_KEPT):
+        runtimes.shadow(f"uid-{index}")
+    assert runtimes.schedules(first), "the oldest is forgotten past SHADOWED_KEPT"
+    assert runtimes.schedules(later)

@@ -94,9 +94,9 @@ def _scaled_down(before: Resources, after: Resources) -> bool:
 
 
 class Intake:
-    """Feeds `cache` and `queue`. `enqueue` is given each pending pod (the scheduler decides whether it
-    is its to place), `refuse` each pod whose spec cannot be read, `spawn` the intake's short background
-    work (a list); it waits with `sleep` and tells time by `clock`."""
+    """Feeds `cache` and `queue`. `schedules` tells which pending pods are the scheduler's to place (the
+    policies' runtimes know), `refuse` is given each pod whose spec cannot be read, `spawn` the intake's
+    short background work (a list); it waits with `sleep` and tells time by `clock`."""
 
     def __init__(
         self,
@@ -104,7 +104,7 @@ class Intake:
         cache: ClusterCache,
         queue: SchedulingQueue,
         *,
-        enqueue: Callable[[PodInfo], None],
+        schedules: Callable[[PodInfo], bool],
         refuse: Callable[[Mapping[str, Any], str], None],
         spawn: Callable[[Awaitable[None]], object],
         resync_interval: float = RESYNC_INTERVAL,
@@ -118,7 +118,7 @@ class Intake:
         self.sender = sender
         self.cache = cache
         self.queue = queue
-        self.enqueue = enqueue
+        self.schedules = schedules
         self.refuse = refuse
         self.spawn = spawn
         self.resync_interval = resync_interval  # 0: no periodic lists
@@ -249,7 +249,21 @@ class Intake:
             return
         self.pending[uid] = pod
         self.cache.nominate(pod)
-        self.enqueue(pod)
+        self._enqueue(pod)
+
+    def _enqueue(self, pod: PodInfo) -> None:
+        """A pending pod waits in the queue while it is ours to place and not assumed onto a node (its
+        binding under way)."""
+        if self.schedules(pod) and pod.uid not in self.cache.assumed:
+            self.queue.add_or_update(pod)
+        else:
+            self.queue.remove(pod.uid)
+
+    def reconsider(self, scheduler_name: str) -> None:
+        """Which policy serves `scheduler_name` changed: its pending pods enter or leave the queue."""
+        for pod in list(self.pending.values()):
+            if pod.scheduler_name == scheduler_name:
+                self._enqueue(pod)
 
     def _observe(self, pod: PodInfo) -> None:
         """Account the pod in the cache, and give parked pods the change may help another try."""

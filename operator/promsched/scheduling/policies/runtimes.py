@@ -2,7 +2,8 @@
 
 `PolicyRuntimes` follows the policy objects (`on_policy`), keeps one `PolicyRuntime` per policy, and
 decides which policy serves each scheduler name (the oldest valid one; younger claimants are in
-Conflict; an Enforce policy for `default-scheduler` is held while kube-scheduler runs). A policy's
+Conflict; an Enforce policy for `default-scheduler` is held while kube-scheduler runs), and so which
+pending pods are the scheduler's to place (`schedules`). A policy's
 conditions are a pure function of its runtime (`policy_conditions`). The refresher is made by an
 injected factory, so tests give their own without touching the network.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,13 +39,15 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Boards
 from promsched.scheduling.cycle.herding import herd_memory_seconds
 from promsched.scheduling.cycle.memos import DecisionMemo
-from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME
+from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.policies.recording import PolicyStatus, condition
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_LIMIT = 2000
+# The pods a Shadow policy has decided that are remembered, so they are not queued again.
+SHADOWED_KEPT = 10_000
 
 
 class HostNotAllowed(ValueError):
@@ -199,6 +203,9 @@ class _PolicyObserver(RefreshObserver):
 
 
 class PolicyRuntimes:
+    """The policies as the scheduler runs them; `namespaces` are those whose pods it places (None: every
+    namespace)."""
+
     def __init__(
         self,
         sender: SupportsSend,
@@ -210,6 +217,7 @@ class PolicyRuntimes:
         allowed_hosts: frozenset[str] | None = None,
         refresher_factory: RefresherFactory = Refresher,
         run_task: TaskStarter | None = None,
+        namespaces: frozenset[str] | None = None,
     ) -> None:
         self.sender = sender
         self.cache = cache
@@ -222,6 +230,24 @@ class PolicyRuntimes:
         self.kube_scheduler = KubeSchedulerCheck(sender)
         self.policies: dict[str, PolicyRuntime] = {}
         self.owners: dict[str, PolicyRuntime] = {}  # scheduler name -> the policy serving it
+        self.namespaces = namespaces
+        self.shadowed: OrderedDict[str, None] = OrderedDict()  # uids, the latest decided last
+
+    def schedules(self, pod: PodInfo) -> bool:
+        """Whether the pending `pod` is the scheduler's to place: a policy serves its scheduler name, its
+        namespace is one placed, no scheduling gate holds it, and no Shadow policy has decided it yet."""
+        return (
+            pod.scheduler_name in self.owners
+            and (self.namespaces is None or pod.namespace in self.namespaces)
+            and not pod.scheduling_gated
+            and pod.uid not in self.shadowed
+        )
+
+    def shadow(self, uid: str) -> None:
+        """A Shadow policy decided the pod: it is not queued again (`schedules`)."""
+        self.shadowed[uid] = None
+        while len(self.shadowed) > SHADOWED_KEPT:
+            self.shadowed.popitem(last=False)
 
     async def on_policy(self, event_type: str, obj: Mapping[str, Any]) -> PolicyRuntime | None:
         """Apply a policy event; returns the runtime whose pods need another look, if any."""
