@@ -120,12 +120,12 @@ class Scheduler:
         self.binder = Binder(
             sender,
             self.cache,
-            self.queue,
-            self.intake.pending,
+            self.intake,
             self.reporter,
             spawn=self._spawn,
             concurrency=bind_concurrency,
             bind_timeout=bind_timeout,
+            clock=self.queue.clock,
         )
         self.evictor = Evictor(
             sender, self.cache, self.queue, spawn=self._spawn, report_preempted=self.reporter.report_preempted

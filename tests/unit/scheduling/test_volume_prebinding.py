@@ -17,6 +17,7 @@ from promsched.scheduling.binding.prebinding import VolumeBinder, VolumeBindingF
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.volume_binding import plan_for
 from promsched.scheduling.filters.volume_binding_plans import VolumePlan
+from promsched.scheduling.intake.following import Intake
 from promsched.scheduling.objects.volumes import ClaimInfo, VolumeInfo
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime
@@ -248,9 +249,12 @@ def binder_for(cluster: Cluster) -> tuple[Binder, SchedulingQueue, PolicyRuntime
     volumes = [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]
     waiting = pod("app", volumes=volumes)
     queue.add_or_update(waiting)
-    pending = {waiting.uid: waiting}
-    reporter = PodReporter(cluster.sender, pending, spawn=spawn)
-    binder = Binder(cluster.sender, cluster.cache, queue, pending, reporter, spawn=spawn, concurrency=1)
+    intake = Intake(
+        cluster.sender, cluster.cache, queue, schedules=lambda _pod: True, refuse=lambda *_: None, spawn=spawn
+    )
+    intake.pending[waiting.uid] = waiting
+    reporter = PodReporter(cluster.sender, intake.pending, spawn=spawn)
+    binder = Binder(cluster.sender, cluster.cache, intake, reporter, spawn=spawn, concurrency=1)
     binder.volumes = cluster.binder
     runtime = PolicyRuntime("p", "2026-01-01T00:00:00Z", PolicyStatus(history=10))
     return binder, queue, runtime, tasks

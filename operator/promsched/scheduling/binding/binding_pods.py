@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -26,11 +26,10 @@ from promsched.scheduling.binding.prebinding import BIND_TIMEOUT_SECONDS, Volume
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.filters.volume_binding_plans import VolumePlan
-from promsched.scheduling.framework import ClusterEvent
-from promsched.scheduling.objects.pods import PodInfo
+from promsched.scheduling.intake.following import Intake
 from promsched.scheduling.policies.recording import DecisionRecord
 from promsched.scheduling.policies.runtimes import PolicyRuntime
-from promsched.scheduling.queues import QueuedPod, SchedulingQueue
+from promsched.scheduling.queues import QueuedPod
 from promsched.scheduling.reporting.reporting_pods import PodReporter
 
 logger = logging.getLogger(__name__)
@@ -55,25 +54,27 @@ class Assumed:
 
 
 class Binder:
-    """Binds assumed pods; `reporter` tells each what its binding came to."""
+    """Binds assumed pods; `reporter` tells each what its binding came to. A pod whose binding fails goes
+    back to the `intake`, which holds the pending pods and feeds the queue. `clock` is the queue's, by
+    which a pod's wait is timed."""
 
     def __init__(
         self,
         sender: SupportsSend,
         cache: ClusterCache,
-        queue: SchedulingQueue,
-        pending: Mapping[str, PodInfo],
+        intake: Intake,
         reporter: PodReporter,
         *,
         spawn: Callable[[Awaitable[None]], asyncio.Task[None]],
         concurrency: int = BIND_CONCURRENCY,
         bind_timeout: float = BIND_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sender = sender
         self.cache = cache
-        self.queue = queue
-        self.pending = pending  # unbound live pods by uid (the intake's)
+        self.intake = intake
         self.reporter = reporter
+        self.clock = clock
         self.spawn = spawn
         self.concurrency = concurrency
         self.in_flight = 0
@@ -107,7 +108,7 @@ class Binder:
         # network, but events run in between).
         target = self.cache.nodes.get(node)
         if target is None or _CORDON.filter(pod, target, self.cache.usage_of(node)) is not None:
-            self._unreserve(pod)
+            self.intake.unreserve(pod.uid)
             self._failed(assumed, f"node {node} was deleted or cordoned before binding")
             return
         started = time.perf_counter()
@@ -119,7 +120,7 @@ class Binder:
             )
         except ApiError as error:
             telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self._unreserve(pod)
+            self.intake.unreserve(pod.uid)
             if error.status in (404, 409):
                 # Deleted, recreated under the same name, or bound by someone else: not ours to retry.
                 logger.info("Binding %s to %s dropped: %s", pod.key, node, error)
@@ -128,14 +129,12 @@ class Binder:
             return
         except (aiohttp.ClientError, TimeoutError) as error:
             telemetry.bind_duration.labels("error").observe(time.perf_counter() - started)
-            self._unreserve(pod)
+            self.intake.unreserve(pod.uid)
             self._failed(assumed, f"Binding failed: {error}")
             return
         telemetry.bind_duration.labels("bound").observe(time.perf_counter() - started)
         telemetry.schedule_attempts.labels("scheduled", runtime.name).inc()
-        telemetry.e2e_latency.labels(runtime.name).observe(
-            max(0.0, self.queue.clock() - assumed.entry.added_at)
-        )
+        telemetry.e2e_latency.labels(runtime.name).observe(max(0.0, self.clock() - assumed.entry.added_at))
         telemetry.decisions_per_node.labels(node).inc()
         runtime.status.record_scheduled(pod.uid, assumed.decision)
         self.reporter.report_scheduled(pod, node, runtime.scheduler_name)
@@ -143,10 +142,10 @@ class Binder:
     async def _bind_volumes(self, assumed: Assumed, volumes: VolumePlan) -> None:
         pod = assumed.entry.pod
         try:
-            await self.volumes.bind(assumed.node, volumes, lambda: pod.uid in self.pending)
+            await self.volumes.bind(assumed.node, volumes, lambda: pod.uid in self.intake.pending)
         except VolumeBindingFailed as failure:
-            self._unreserve(pod)
-            if pod.uid in self.pending:
+            self.intake.unreserve(pod.uid)
+            if pod.uid in self.intake.pending:
                 # As kube reports an error of the binding cycle: the pod is retried after its backoff.
                 scheduler_name = assumed.runtime.scheduler_name
                 self.reporter.report_unschedulable(pod, failure.message, scheduler_name, "SchedulerError")
@@ -154,16 +153,9 @@ class Binder:
             return
         self.bind(replace(assumed, volumes=None))
 
-    def _unreserve(self, pod: PodInfo) -> None:
-        """A binding cycle failed: the room assumed for `pod` is given back, and the pods parked for
-        want of room get another try, as kube-scheduler moves them (AssignedPodDelete) after one."""
-        self.cache.forget(pod.uid)
-        self.queue.move_all_to_active("binding failed", ClusterEvent.ASSIGNED_POD_DELETED)
-
     def _failed(self, assumed: Assumed, message: str) -> None:
         entry, runtime = assumed.entry, assumed.runtime
         logger.warning("%s: %s", entry.pod.key, message)
         telemetry.schedule_attempts.labels("error", runtime.name).inc()
         runtime.status.record_error()
-        if entry.pod.uid in self.pending:
-            self.queue.requeue(self.pending[entry.pod.uid], entry.added_at, entry.attempts)
+        self.intake.retry(entry)

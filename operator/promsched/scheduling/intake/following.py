@@ -56,7 +56,7 @@ from promsched.scheduling.objects.fields import parse_version, version_of
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.objects.resources import Resources
-from promsched.scheduling.queues import SchedulingQueue
+from promsched.scheduling.queues import QueuedPod, SchedulingQueue
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +264,17 @@ class Intake:
         for pod in list(self.pending.values()):
             if pod.scheduler_name == scheduler_name:
                 self._enqueue(pod)
+
+    def unreserve(self, uid: str) -> None:
+        """A binding failed: the room assumed for the pod is given back, and the pods parked for want of
+        room get another try, as kube-scheduler moves them (AssignedPodDelete) after one."""
+        self.cache.forget(uid)
+        self.queue.move_all_to_active("binding failed", ClusterEvent.ASSIGNED_POD_DELETED)
+
+    def retry(self, entry: QueuedPod) -> None:
+        """A pod whose binding failed comes back through backoff, with its history, if it still waits."""
+        if entry.pod.uid in self.pending:
+            self.queue.requeue(self.pending[entry.pod.uid], entry.added_at, entry.attempts)
 
     def _observe(self, pod: PodInfo) -> None:
         """Account the pod in the cache, and give parked pods the change may help another try."""
