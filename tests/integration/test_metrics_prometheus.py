@@ -270,6 +270,44 @@ async def test_preflight_reports_missing_nodes_and_bad_queries(
     assert missing == {plugin["name"]: (["node-not-served"], 1) for plugin in BUILTINS}
 
 
+async def test_each_builtins_p90_runs_on_the_real_prometheus(sandbox: Any, client: PrometheusClient) -> None:
+    """p90 from node_exporter's series (subqueries over 1m rates, for counters) matches the steady
+    profiles as the mean does; from the node mixin's rules it gives every node a value. Preflight, which
+    the operator runs on every policy change, reports each query as working."""
+    nodes = list(sandbox.node_names)
+    profiles = sandbox.profiles()
+    directory = NodeDirectory.of(nodes)
+    by_name = {"nodeIdentity": {"source": "Label", "label": "instance"}}
+    raw = plan_for(sandbox, *({**plugin, "timeRange": "1m", "aggregation": "p90"} for plugin in BUILTINS))
+    recorded = plan_for(
+        sandbox,
+        *(
+            {"name": name, "timeRange": "1m", "aggregation": "p90", "source": "RecordingRules"}
+            for name in NODE_MIXIN_RULES
+        ),
+        **by_name,
+    )
+
+    await poll(raw, client, directory, lambda snapshot: mismatches(snapshot, profiles, nodes))
+
+    def unread(snapshot: Snapshot) -> list[str]:
+        return [
+            f"{name}: no {node}"
+            for name, p in snapshot.plugins.items()
+            for node in nodes
+            if node not in p.samples
+        ]
+
+    await poll(recorded, client, directory, unread)
+    for plan in (raw, recorded):
+        report = await preflight(plan, client, directory)
+        assert [(query.ok, query.aggregation) for query in report.queries] == [(True, "p90")] * len(
+            plan.plugins
+        )
+        # memory and diskSpace take the p10 of the available bytes, which is the p90 of their use.
+        assert all(query.query.count("quantile_over_time(") == 1 for query in report.queries)
+
+
 @pytest.mark.parametrize("source", ["Label", "InternalIP", "UnameNodename"])
 async def test_the_real_node_exporter_works_with_the_builtins(
     sandbox: Any, client: PrometheusClient, source: str

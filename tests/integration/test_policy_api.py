@@ -105,6 +105,30 @@ def test_example_policy_applies_and_round_trips(
     assert SchedulingPolicy.from_object(stored).spec == SchedulingPolicySpec.model_validate(example["spec"])
 
 
+def test_percentiles_and_thresholds_that_cannot_fight_are_accepted(api: Sandbox, new_name: NewName) -> None:
+    """The CEL rules refuse no more than the models: a p90, avg over an instant, and hot thresholds past
+    the placement ones (above for a load, below where higherIsBetter; 85.5 a double, 80 an int)."""
+    spec = {
+        **_plugins(
+            {"name": "cpu", "aggregation": "p90", "threshold": 80},
+            {"name": "memory", "timeRange": "0s", "aggregation": "avg"},
+            {**GPU, "higherIsBetter": True, "threshold": 5},
+        ),
+        "rebalance": {
+            "mode": "DryRun",
+            "thresholds": [
+                {"plugin": "cpu", "hotThreshold": 85.5, "targetThreshold": 70},
+                {"plugin": "gpu", "hotThreshold": 4, "targetThreshold": 9},
+            ],
+        },
+    }
+    name = new_name()
+
+    api.kubectl("apply", "-f", "-", input=_manifest(name, spec))
+
+    assert SchedulingPolicy.from_object(_stored(api, name)).spec == SchedulingPolicySpec.model_validate(spec)
+
+
 @pytest.mark.parametrize("path", OTHER_OBJECT_EXAMPLES, ids=lambda path: path.name)
 def test_other_examples_are_accepted_by_the_server(api: Sandbox, path: Path) -> None:
     api.kubectl("apply", "--dry-run=server", "-f", str(path))
@@ -315,6 +339,46 @@ INVALID_SPECS = [
         {**SPEC, "decisionHistory": 51}, ["spec.decisionHistory", "less than or equal to 50"], id="history"
     ),
     pytest.param({**SPEC, "weights": {"cpu": 3}}, ['unknown field "spec.weights"'], id="unknown-field"),
+    pytest.param(
+        _plugins({"name": "cpu", "aggregation": "p101"}),
+        ["spec.plugins[0].aggregation", "is not a valid aggregation; use avg, max, or pNN with NN in 1..99"],
+        id="aggregation-p101",
+    ),
+    pytest.param(
+        _plugins({"name": "cpu", "timeRange": "0s", "aggregation": "p90"}),
+        ["spec.plugins[0].aggregation", "max or pNN needs a window: timeRange 0s reads one instant value"],
+        id="aggregation-without-window",
+    ),
+    pytest.param(
+        _plugins({**GPU, "aggregation": "max"}),
+        ["spec.plugins[0].aggregation", "applies to built-in plugins only"],
+        id="aggregation-on-custom",
+    ),
+    pytest.param(
+        {
+            **_plugins({"name": "memory"}, {"name": "cpu", "threshold": 80}),
+            "rebalance": {
+                "mode": "DryRun",
+                "thresholds": [{"plugin": "cpu", "hotThreshold": 80, "targetThreshold": 70}],
+            },
+        },
+        [
+            "spec.rebalance",
+            "spec.rebalance.thresholds[].hotThreshold must be above spec.plugins[].threshold of its plugin",
+        ],
+        id="hot-threshold-at-placement-threshold",
+    ),
+    pytest.param(
+        {
+            **_plugins({"name": "cpu"}, {**GPU, "higherIsBetter": True, "threshold": 5}),
+            "rebalance": {
+                "mode": "DryRun",
+                "thresholds": [{"plugin": "gpu", "hotThreshold": 6, "targetThreshold": 9}],
+            },
+        },
+        ["spec.rebalance", "(below it where higherIsBetter)"],
+        id="hot-threshold-past-a-higher-is-better-threshold",
+    ),
 ]
 
 

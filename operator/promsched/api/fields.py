@@ -81,7 +81,8 @@ def aggregation_percentile(value: str | None) -> int | None:
 Aggregation = Annotated[
     str,
     AfterValidator(check_aggregation),
-    WithJsonSchema({"type": "string", "pattern": AGGREGATION_PATTERN, "maxLength": 3}),
+    # Room for a mistyped value (p101, p99.9, mean) to get the pattern's hint, not "Too long".
+    WithJsonSchema({"type": "string", "pattern": AGGREGATION_PATTERN, "maxLength": 16}),
 ]
 
 # --- Shared string shapes (the patterns are copied into the CRD, so the API server checks them too) ---
