@@ -116,6 +116,9 @@ dist: $(VENV)/.dist-installed
 	image=$$($(MAKE) --no-print-directory image | tail -n 1) && \
 		python -m promsched.sandbox.builds.releasing --out dist --image "$$image" $(if $(RELEASE_URL),--release-url $(RELEASE_URL))
 
+# Every benchmark below has a smoke run in make test's integration tier, at 5 nodes with every variant
+# (tests/integration/test_bench_smoke.py; bench/README.md says what each runs).
+
 # Benchmark: promsched vs kube-scheduler vs a null binder on one sandbox per node count; writes bench/results/.
 # BENCH_NODES=100,1000,5000 adds the (slow) 5000-node sandbox. Each row runs BENCH_REPEATS times, interleaved,
 # and is reported as the median and range; bursts of 5000 (under py-spy) and 10,000 pods measure peak RSS.

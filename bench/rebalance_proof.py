@@ -57,10 +57,10 @@ from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.builds.components import SANDBOX_RELEASE
-from promsched.sandbox.demoing import wait_for_metrics
+from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.control_plane.supervising import Supervisor
+from promsched.sandbox.demoing import wait_for_metrics
 
 VARIANT = Variant("promsched", "promsched, estimation on", "promsched", 50, 100)
 MODES = ("Off", "Enforce")
@@ -366,6 +366,9 @@ def _parse_args(argv: list[str] | None) -> Settings:
     # Not bench.quality's 15: there the drift left at most two nodes briefly past 80% without
     # rebalancing (a run stopped at minute 10), too little to measure relief against.
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument(
+        "--requested", type=float, default=0.70, help="share of the cluster's CPU requested at the end"
+    )
     parser.add_argument("--step", type=float, default=5.0, help="seconds between measured samples")
     parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
     parser.add_argument("--clear-timeout", type=float, default=300.0)
@@ -383,6 +386,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
             nodes=args.nodes,
             minutes=args.minutes,
             seed=args.seed,
+            requested_at_end=args.requested,
             services_ramp=SERVICES_RAMP,
             scale_until=SCALE_UNTIL,
         )

@@ -21,8 +21,8 @@ from bench.kubeapi import cpu_seconds
 from bench.scraping import answered_plugins
 from promsched.api.builtins import NODE_MIXIN_RULES
 from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError
-from promsched.sandbox.demoing import install_crd, start_scheduler
 from promsched.sandbox.control_plane.supervising import Supervisor, free_port, wait_until
+from promsched.sandbox.demoing import install_crd, start_scheduler
 
 POLICY_NAME = "bench"
 
