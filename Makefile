@@ -145,8 +145,9 @@ bench-quiet: install-sandbox $(VENV)/.bench-installed
 	python -m bench.quiet --pods 2000 --park-minutes $(QUIET_PARK_MINUTES) --out bench/results $(QUIET_ARGS)
 
 # Placement quality (issue 15): one seeded trace of services and batch jobs whose pods use what they use,
-# replayed on one 100-node sandbox against promsched (estimation on, then off), kube-scheduler and Trimaran
-# (TargetLoadPacking, LoadVariationRiskBalancing); writes bench/results/quality.{md,json} and quality-*.png.
+# replayed on one 100-node sandbox against promsched (examples/fewer-hot-nodes.yaml, estimation on, then off),
+# kube-scheduler and Trimaran (TargetLoadPacking, LoadVariationRiskBalancing); writes
+# bench/results/quality.{md,json} and quality-*.png.
 # About 5 x (QUALITY_MINUTES + 2) + 3 minutes of wall time on 2 cores.
 QUALITY_MINUTES ?= 10
 QUALITY_ARGS ?=

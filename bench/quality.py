@@ -28,8 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench import commanding, quality_reporting
-from bench.commanding import Report, report_line
+from bench.commanding import REPO, Report, report_line
 from bench.facts import measured_on
 from bench.loads import skewed_profiles
 from bench.namespaces import create_namespace, delete_namespace
@@ -39,14 +41,13 @@ from bench.quality_replaying import replay
 from bench.quality_trace import Trace, TraceSettings, generate
 from bench.sandboxing import prepare, sandbox_for_trace
 from bench.scraping import prometheus_queries
-from bench.variants import Variant, policy_spec, start_variant
+from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from promsched.sandbox.demoing import wait_for_metrics
 from promsched.sandbox.peers import Trimaran, TrimaranPlugin, TrimaranSettings, start_trimaran
-from promsched.sandbox.control_plane.supervising import Supervisor
 
-POLICY_NAME = "quality"
 # Every scheduler at kube-scheduler's default client budget: the trace's arrivals are far below it.
 SCHEDULERS = (
     Variant("promsched", "promsched, estimation on", "promsched", 50, 100),
@@ -55,9 +56,9 @@ SCHEDULERS = (
     Variant("trimaran-tlp", "Trimaran TargetLoadPacking", "trimaran", 50, 100),
     Variant("trimaran-lvrb", "Trimaran LoadVariationRiskBalancing", "trimaran", 50, 100),
 )
-# promsched's spec.estimation per variant: on, its siblings' observed usage (90th percentile over 5
-# minutes); off, the requests (the default).
-ESTIMATION = {"promsched": {"source": "Siblings"}, "promsched-noest": {"source": "Requests"}}
+# The estimation-off variant counts pods at their requests (the default) rather than as the shipped
+# policy does (their siblings' observed usage): the one departure from the file, which the table measures.
+ESTIMATION_OFF = {"promsched-noest": {"source": "Requests"}}
 TRIMARAN: dict[str, TrimaranPlugin] = {
     "trimaran-tlp": "TargetLoadPacking",
     "trimaran-lvrb": "LoadVariationRiskBalancing",
@@ -90,28 +91,39 @@ def background_profiles(names: list[str], seed: int) -> dict[str, dict[str, floa
     return profiles
 
 
-# The policy a user who wants fewer hot nodes would write (tuned from the first full run, where `make
-# bench`'s five evenly spread plugins left 485 CPU hot-node-seconds against Trimaran TargetLoadPacking's
-# 445): CPU decides, memory second, over the same 1m window the measure reads; disk and network load
-# carry no weight here. No thresholds: with cpu 75 / memory 90 (docs/benchmarks/quality/
-# tuned-threshold-75) hot-node-seconds fell to 90 but pods waited 2.9 s on average (20 left pending
-# without estimation), since a threshold withholds room rather than placing better.
-QUALITY_PLUGINS = (
-    {"name": "cpu", "weight": 6, "timeRange": "1m"},
-    {"name": "memory", "weight": 2, "timeRange": "0s"},
-)
+# The policy shipped to users who want fewer hot nodes, and the one measured: CPU decides, over the same
+# 1m window the measure reads, memory second (tuned from the first full run, where `make bench`'s five
+# evenly spread plugins left 485 CPU hot-node-seconds against Trimaran TargetLoadPacking's 445). No
+# thresholds: with cpu 75 / memory 90 (docs/benchmarks/quality/tuned-threshold-75) hot-node-seconds fell
+# to 90 but pods waited 2.9 s on average (20 left pending without estimation), since a threshold withholds
+# room rather than placing better.
+POLICY_FILE = REPO / "examples" / "fewer-hot-nodes.yaml"
+
+
+def shipped_policy() -> dict[str, Any]:
+    """examples/fewer-hot-nodes.yaml, as users get it."""
+    policy: dict[str, Any] = yaml.safe_load(POLICY_FILE.read_text())
+    return policy
 
 
 def quality_policy(prometheus_url: str, refresh: str, variant: Variant) -> dict[str, Any]:
-    """`make bench`'s policy (bench.variants.policy_spec) with the load-focused plugins above, for this
-    variant's schedulerName, with its estimation."""
-    spec = policy_spec(prometheus_url, refresh)
-    return {
-        **spec,
-        "schedulerName": variant.scheduler_name,
-        "estimation": ESTIMATION[variant.key],
-        "plugins": [dict(plugin) for plugin in QUALITY_PLUGINS],
-    }
+    """The shipped policy for this variant. Only what the sandbox decides is overridden: schedulerName
+    (one per variant), prometheus.url (the sandbox's Prometheus) and refreshInterval (--refresh; 15s, the
+    API's default, unless asked); and, for the estimation-off variant, estimation (ESTIMATION_OFF)."""
+    policy = shipped_policy()
+    spec = policy["spec"]
+    spec["schedulerName"] = variant.scheduler_name
+    spec["prometheus"] = {**spec["prometheus"], "url": prometheus_url}
+    spec["refreshInterval"] = refresh
+    if variant.key in ESTIMATION_OFF:
+        spec["estimation"] = ESTIMATION_OFF[variant.key]
+    return policy
+
+
+def policy_name() -> str:
+    """The SchedulingPolicy's name in the sandbox: the shipped file's."""
+    name: str = shipped_policy()["metadata"]["name"]
+    return name
 
 
 # ----- one scheduler ------------------------------------------------------------------------------------
@@ -126,15 +138,10 @@ def _start(sandbox: Sandbox, variant: Variant, settings: Settings, report: Repor
         )
         return {"trimaran": trimaran}
     if variant.kind == "promsched":
-        policy = {
-            "apiVersion": "promsched.io/v1alpha1",
-            "kind": "SchedulingPolicy",
-            "metadata": {"name": POLICY_NAME},
-            "spec": quality_policy(sandbox.prometheus_url, settings.refresh, variant),
-        }
+        policy = quality_policy(sandbox.prometheus_url, settings.refresh, variant)
         sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy))
         start_variant(sandbox, variant, report)
-        wait_for_metrics(sandbox, POLICY_NAME)
+        wait_for_metrics(sandbox, policy["metadata"]["name"])
     else:
         start_variant(sandbox, variant, report)
     return {}
@@ -176,7 +183,7 @@ def run_one(
         health = _trimaran_health(started.get("trimaran"))
         Supervisor(sandbox.directory).stop(variant.process)
         if variant.kind == "promsched":
-            sandbox.kubectl("delete", "schedulingpolicy", POLICY_NAME, "--ignore-not-found")
+            sandbox.kubectl("delete", "schedulingpolicy", policy_name(), "--ignore-not-found")
     start, end, lives = replayed["start"], replayed["end"], replayed["lives"]
     grids = node_grids(sandbox.prometheus_url, start, end, settings.step)
     cleared = time.monotonic()

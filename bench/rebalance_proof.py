@@ -142,15 +142,12 @@ def budget(name: str, namespace: str) -> dict[str, Any]:
 
 
 def policy(prometheus_url: str, mode: str) -> dict[str, Any]:
-    spec = {**quality.quality_policy(prometheus_url, "15s", VARIANT), "estimation": ESTIMATION}
+    """bench.quality's (the shipped policy), estimating over 1m (ESTIMATION), with Enforce's rebalance."""
+    shipped = quality.quality_policy(prometheus_url, "15s", VARIANT)
+    spec = {**shipped["spec"], "estimation": ESTIMATION}
     if mode != "Off":
         spec["rebalance"] = REBALANCE
-    return {
-        "apiVersion": "promsched.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": quality.POLICY_NAME},
-        "spec": spec,
-    }
+    return {**shipped, "spec": spec}
 
 
 # ----- during a run -------------------------------------------------------------------------------------
@@ -261,7 +258,7 @@ def run_mode(
     try:
         sandbox.kubectl("apply", "-f", "-", input=json.dumps(policy(sandbox.prometheus_url, mode)))
         _pid, url = start_variant(sandbox, VARIANT, report)
-        wait_for_metrics(sandbox, quality.POLICY_NAME)
+        wait_for_metrics(sandbox, quality.policy_name())
         report(f"  rebalance {mode}: replaying {len(trace.events)} events over {trace.duration_s:.0f} s")
         run = asyncio.run(
             _run_trace(credentials, namespace, trace, settings.drift_at_s, settings.drift_factor)
@@ -269,7 +266,7 @@ def run_mode(
         counters = _own_counters(url)
     finally:
         Supervisor(sandbox.directory).stop(VARIANT.process)
-        sandbox.kubectl("delete", "schedulingpolicy", quality.POLICY_NAME, "--ignore-not-found")
+        sandbox.kubectl("delete", "schedulingpolicy", quality.policy_name(), "--ignore-not-found")
     start, end, drift = run["start"], run["end"], run["drift"]
     grids = node_grids(sandbox.prometheus_url, start, end, settings.step)
     cleared = time.monotonic()
