@@ -25,20 +25,18 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bench import commanding, quality_reporting
+from bench import commanding, quality_reporting, trace_benches
 from bench.commanding import REPO, Report, report_line
 from bench.facts import measured_on
-from bench.loads import skewed_profiles
 from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import node_measures, wait_measures
 from bench.quality_querying import node_grids, wait_background
 from bench.quality_replaying import replay
-from bench.quality_trace import Trace, TraceSettings, generate
+from bench.quality_trace import Trace, generate
 from bench.sandboxing import prepare, sandbox_for_trace
 from bench.scraping import prometheus_queries
 from bench.variants import Variant, start_variant
@@ -63,32 +61,13 @@ TRIMARAN: dict[str, TrimaranPlugin] = {
     "trimaran-tlp": "TargetLoadPacking",
     "trimaran-lvrb": "LoadVariationRiskBalancing",
 }
-# Background loads: bench.loads' right-skewed profiles, CPU and memory scaled down so that the
-# trace's usage on top of them leaves a mean node below the hot thresholds (a scheduler can then avoid
-# hot nodes, and whether it does is the measure).
-BACKGROUND_SCALE = {"cpu": 0.6, "memory": 0.7}
 QUERY_HANDLERS = ("/api/v1/query", "/api/v1/query_range")
 
 
 @dataclass(frozen=True)
-class Settings:
-    trace: TraceSettings
+class Settings(trace_benches.Settings):
     schedulers: tuple[Variant, ...]
-    step: float
     refresh: str
-    history: float
-    clear_timeout: float
-    out: Path
-    workdir: Path | None
-    render: bool
-
-
-def background_profiles(names: list[str], seed: int) -> dict[str, dict[str, float]]:
-    profiles = skewed_profiles(names, seed)
-    for profile in profiles.values():
-        for key, scale in BACKGROUND_SCALE.items():
-            profile[key] = round(profile[key] * scale, 1)
-    return profiles
 
 
 # The policy shipped to users who want fewer hot nodes, and the one measured: CPU decides, over the same
@@ -231,7 +210,7 @@ def _pods_per_node(nodes: dict[str, str], gone: dict[str, float]) -> dict[str, i
 def bench(settings: Settings, report: Report) -> dict[str, Any]:
     trace = generate(settings.trace)
     nodes = settings.trace.nodes
-    profiles = background_profiles([f"node-{i}" for i in range(nodes)], settings.trace.seed)
+    profiles = trace_benches.background_profiles([f"node-{i}" for i in range(nodes)], settings.trace.seed)
     directory, profiles_file = prepare(settings.workdir, "quality", nodes, profiles)
     results: dict[str, Any] = {
         "settings": {
@@ -256,56 +235,24 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
         for variant in settings.schedulers:
             results["runs"].append(run_one(sandbox, credentials, variant, trace, profiles, settings, report))
             results["wall_s"] = time.monotonic() - started
-            quality_reporting.write(results, settings.out, plots_too=False)
+            trace_benches.write(results, settings.out, quality_reporting.OUTPUT, plots_too=False)
     results["wall_s"] = time.monotonic() - started
     return results
 
 
 def _parse_args(argv: list[str] | None) -> Settings:
-    parser = commanding.parser(__doc__)
-    parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--minutes", type=float, default=10.0, help="trace length (default 10)")
-    parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument(
-        "--requested", type=float, default=0.70, help="share of the cluster's CPU requested at the end"
-    )
+    parser = trace_benches.parser(__doc__, 100, 10.0, 15, "only rewrite quality.md and plots")
     known = {variant.key: variant for variant in SCHEDULERS}
     parser.add_argument("--schedulers", default=",".join(known), help=",".join(known))
-    parser.add_argument("--step", type=float, default=5.0, help="seconds between measured samples")
     parser.add_argument("--refresh", default="15s", help="promsched's refreshInterval (default 15s)")
-    parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
-    parser.add_argument("--clear-timeout", type=float, default=300.0)
-    commanding.add_output_flags(parser, "only rewrite quality.md and plots")
     args = parser.parse_args(argv)
     schedulers = commanding.chosen(parser, "--schedulers", args.schedulers, known)
-    try:
-        trace = TraceSettings(
-            nodes=args.nodes, minutes=args.minutes, seed=args.seed, requested_at_end=args.requested
-        )
-    except ValueError as error:
-        parser.error(str(error))
-    return Settings(
-        trace=trace,
-        schedulers=schedulers,
-        step=args.step,
-        refresh=args.refresh,
-        history=args.history,
-        clear_timeout=args.clear_timeout,
-        out=args.out.resolve(),
-        workdir=args.workdir,
-        render=args.render,
-    )
+    return Settings(**trace_benches.settings_of(parser, args), schedulers=schedulers, refresh=args.refresh)
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
-    return commanding.run(
-        settings.out,
-        settings.render,
-        "quality.json",
-        lambda: bench(settings, report_line),
-        lambda results: quality_reporting.write(results, settings.out, plots_too=True),
-    )
+    return trace_benches.main(settings, quality_reporting.OUTPUT, lambda: bench(settings, report_line))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
@@ -12,9 +11,9 @@ from typing import Any
 from bench.plotting import MISSING, pyplot
 from bench.quality_measures import CPU_HOT, MEMORY_HOT, hot_nodes
 from bench.quality_trace import Trace
-from bench.reporting import sanitize
 from bench.tables import ratio, shown, table, value
 from bench.targets import target
+from bench.trace_benches import Output
 
 KUBE = "ks-default"
 PROMSCHED = "promsched"
@@ -230,12 +229,5 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     return [f"wrote {heatmap}", f"wrote {hot}"]
 
 
-def write(results: dict[str, Any], out: Path, plots_too: bool) -> str:
-    results["targets"] = targets(results)
-    (out / "quality.json").write_text(json.dumps(sanitize(results), indent=1, allow_nan=False))
-    text = markdown(results)
-    (out / "quality.md").write_text(text)
-    if plots_too:
-        for line in plots(results, out):
-            print(line)
-    return text
+# quality.json (with the targets), quality.md and the plots.
+OUTPUT = Output("quality", "targets", targets, markdown, plots)

@@ -1,6 +1,7 @@
 """`make bench-rebalance`: issue 20's proof. Does spec.rebalance relieve nodes that go hot after placement?
 
-    python -m bench.rebalance_proof [--nodes 50] [--minutes 12] [--drift-at 4] [--drift-factor 3]
+    python -m bench.rebalance_proof [--nodes 50] [--minutes 12] [--seed 16] [--requested 0.70] [--drift-at 4]
+                                    [--drift-factor 3]
                                     [--out bench/results] [--render]
 
 One closed-loop sandbox (`bench.quality`'s: skewed background loads, pods that use what their
@@ -26,23 +27,19 @@ import contextlib
 import json
 import random
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench import commanding, quality, quality_reporting, rebalance_reporting
+from bench import quality, quality_reporting, rebalance_reporting, trace_benches
 from bench.commanding import Report, report_line
-from bench.facts import machine, revision
+from bench.facts import measured_on
 from bench.namespaces import create_namespace, delete_namespace
 from bench.quality_measures import CPU_HOT, node_measures
 from bench.quality_querying import node_grids, wait_background
 from bench.quality_replaying import replay
-from bench.quality_trace import USAGE_ANNOTATION, Trace, TraceSettings, Usage, generate
+from bench.quality_trace import USAGE_ANNOTATION, Trace, Usage, generate
 from bench.rebalance_measures import (
     BudgetSample,
     budget_violations,
@@ -52,12 +49,11 @@ from bench.rebalance_measures import (
     repeat_evicted,
     short_samples,
 )
-from bench.sandboxing import sandbox_for_trace
+from bench.sandboxing import prepare, sandbox_for_trace
 from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient
-from promsched.sandbox.builds.components import SANDBOX_RELEASE
 from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.control_plane.supervising import Supervisor
 from promsched.sandbox.demoing import wait_for_metrics
@@ -99,16 +95,9 @@ CYCLE_DURATION = "promsched_rebalance_cycle_duration_seconds"
 
 
 @dataclass(frozen=True)
-class Settings:
-    trace: TraceSettings
+class Settings(trace_benches.Settings):
     drift_at_s: float
     drift_factor: float
-    step: float
-    history: float
-    clear_timeout: float
-    out: Path
-    workdir: Path | None
-    render: bool
 
 
 def drifted(usage: Usage, factor: float = DRIFT_FACTOR) -> Usage:
@@ -315,12 +304,8 @@ def run_mode(
 def bench(settings: Settings, report: Report) -> dict[str, Any]:
     trace = generate(settings.trace)
     nodes = settings.trace.nodes
-    base = settings.workdir or Path(tempfile.gettempdir())
-    base.mkdir(parents=True, exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix=f"promsched-rebalance-{nodes}-", dir=base))
-    profiles = quality.background_profiles([f"node-{i}" for i in range(nodes)], settings.trace.seed)
-    profiles_file = directory / "rebalance-profiles.yaml"
-    profiles_file.write_text(yaml.safe_dump({"nodes": profiles}, sort_keys=False))
+    profiles = trace_benches.background_profiles([f"node-{i}" for i in range(nodes)], settings.trace.seed)
+    directory, profiles_file = prepare(settings.workdir, "rebalance", nodes, profiles)
     results: dict[str, Any] = {
         "settings": {
             "trace": asdict(settings.trace),
@@ -332,10 +317,7 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
             "step": settings.step,
         },
         "trace": quality_reporting.trace_summary(trace),
-        "kubernetes": SANDBOX_RELEASE,
-        "machine": machine(),
-        "revision": revision(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **measured_on(),
         "runs": [],
     }
     started = time.monotonic()
@@ -347,29 +329,19 @@ def bench(settings: Settings, report: Report) -> dict[str, Any]:
         for mode in MODES:
             results["runs"].append(run_mode(sandbox, credentials, mode, trace, profiles, settings, report))
             results["wall_s"] = time.monotonic() - started
-            rebalance_reporting.write(results, settings.out, plots_too=False)
+            trace_benches.write(results, settings.out, rebalance_reporting.OUTPUT, plots_too=False)
     results["wall_s"] = time.monotonic() - started
     return results
 
 
 def _parse_args(argv: list[str] | None) -> Settings:
-    parser = commanding.parser(__doc__)
-    parser.add_argument("--nodes", type=int, default=50)
-    parser.add_argument("--minutes", type=float, default=12.0, help="trace length (default 12)")
+    # Not bench.quality's seed 15: there the drift left at most two nodes briefly past 80% without
+    # rebalancing (a run stopped at minute 10), too little to measure relief against.
+    parser = trace_benches.parser(__doc__, 50, 12.0, 16, "only rewrite rebalance.md and the plot")
     parser.add_argument("--drift-at", type=float, default=4.0, help="minutes into the trace (default 4)")
     parser.add_argument(
         "--drift-factor", type=float, default=DRIFT_FACTOR, help=f"CPU multiplier (default {DRIFT_FACTOR:g})"
     )
-    # Not bench.quality's 15: there the drift left at most two nodes briefly past 80% without
-    # rebalancing (a run stopped at minute 10), too little to measure relief against.
-    parser.add_argument("--seed", type=int, default=16)
-    parser.add_argument(
-        "--requested", type=float, default=0.70, help="share of the cluster's CPU requested at the end"
-    )
-    parser.add_argument("--step", type=float, default=5.0, help="seconds between measured samples")
-    parser.add_argument("--history", type=float, default=600.0, help="seconds of backfilled metrics")
-    parser.add_argument("--clear-timeout", type=float, default=300.0)
-    commanding.add_output_flags(parser, "only rewrite rebalance.md and the plot")
     args = parser.parse_args(argv)
     if args.drift_factor <= 1:
         parser.error(f"--drift-factor: {args.drift_factor}; give a multiplier above 1 (usage drifts upward)")
@@ -378,39 +350,16 @@ def _parse_args(argv: list[str] | None) -> Settings:
             f"--drift-at: {args.drift_at}; give a minute after the services reached their size "
             f"({SCALE_UNTIL * args.minutes:g}) and before the trace ends ({args.minutes:g})"
         )
-    try:
-        trace = TraceSettings(
-            nodes=args.nodes,
-            minutes=args.minutes,
-            seed=args.seed,
-            requested_at_end=args.requested,
-            services_ramp=SERVICES_RAMP,
-            scale_until=SCALE_UNTIL,
-        )
-    except ValueError as error:
-        parser.error(str(error))
     return Settings(
-        trace=trace,
+        **trace_benches.settings_of(parser, args, services_ramp=SERVICES_RAMP, scale_until=SCALE_UNTIL),
         drift_at_s=args.drift_at * 60.0,
         drift_factor=args.drift_factor,
-        step=args.step,
-        history=args.history,
-        clear_timeout=args.clear_timeout,
-        out=args.out.resolve(),
-        workdir=args.workdir,
-        render=args.render,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = _parse_args(argv)
-    return commanding.run(
-        settings.out,
-        settings.render,
-        "rebalance.json",
-        lambda: bench(settings, report_line),
-        lambda results: rebalance_reporting.write(results, settings.out, plots_too=True),
-    )
+    return trace_benches.main(settings, rebalance_reporting.OUTPUT, lambda: bench(settings, report_line))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality_measures import CPU_HOT, hot_nodes
-from bench.reporting import sanitize
 from bench.tables import ratio, value
+from bench.trace_benches import Output
 
 TARGET_RATIO = 0.5  # the issue: at least 50% fewer hot-node-seconds after the drift
 
@@ -154,12 +154,5 @@ def plot(results: dict[str, Any], out: Path) -> list[str]:
     return [f"wrote {path}"]
 
 
-def write(results: dict[str, Any], out: Path, plots_too: bool) -> str:
-    results["verdict"] = verdict(results)
-    (out / "rebalance.json").write_text(json.dumps(sanitize(results), indent=1, allow_nan=False))
-    text = markdown(results)
-    (out / "rebalance.md").write_text(text)
-    if plots_too:
-        for line in plot(results, out):
-            print(line)
-    return text
+# rebalance.json (with the verdict), rebalance.md and the plot.
+OUTPUT = Output("rebalance", "verdict", verdict, markdown, plot)
