@@ -9,13 +9,11 @@ is pure (data in, text out), so both are tested without a cluster.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 from promsched.api.annotations import (
@@ -25,17 +23,17 @@ from promsched.api.annotations import (
     decode_decision,
 )
 from promsched.api.fields import PolicyError
-from promsched.api.policies import GROUP, PLURAL, VERSION, SchedulingPolicy
+from promsched.api.policies import SchedulingPolicy
 from promsched.api.statuses import Decision
-from promsched.kube.configuring import discover
-from promsched.kube.credentials import CredentialsError
 from promsched.kube.requests import Request
-from promsched.kube.sending import ApiError, KubeClient, SupportsSend, list_all
+from promsched.kube.sending import ApiError, SupportsSend, list_all
 from promsched.metrics.planning import endpoint_from_policy, plan_from_policy
 from promsched.metrics.preflighting import preflight_report
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.refreshing import take_snapshot
-from promsched.operating.inspections import TABLE, Explanation, InspectError, Ranking, RebalanceMention
+from promsched.operating.connecting import connected
+from promsched.operating.inspections import TABLE, WIDE, Explanation, InspectError, Ranking, RebalanceMention
+from promsched.operating.listing import POLICIES_PATH, near_pods
 from promsched.operating.rendering import (
     explanation_document,
     ranking_document,
@@ -44,6 +42,7 @@ from promsched.operating.rendering import (
     render_ranking,
 )
 from promsched.operating.secrets import SecretCache
+from promsched.operating.tables import PLAIN, Screen
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
 from promsched.scheduling.cycle.memos import DecisionMemo
@@ -51,7 +50,6 @@ from promsched.scheduling.intake.following import Intake
 from promsched.scheduling.objects.pods import PodInfo, PodSpecError
 from promsched.scheduling.queues import SchedulingQueue
 
-POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 # Workloads that own their pods themselves, whose running pods a usage estimate reads as siblings.
 DIRECT_CONTROLLERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "DaemonSet", "ReplicationController"})
 
@@ -74,14 +72,16 @@ async def explain(sender: SupportsSend, namespace: str, name: str) -> Explanatio
         pod = await sender.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))
     except ApiError as error:
         if error.status == 404:
+            near = await near_pods(sender, namespace, name)
+            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
             raise InspectError(
-                f"pod {key} not found; list the pods with: kubectl get pods -n {namespace}"
+                f"pod {key} not found{hint}; list the pods with: kubectl get pods -n {namespace}"
             ) from None
         raise
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     scheduler_name = spec.get("schedulerName") or "default-scheduler"
     bound_to = spec.get("nodeName") or ""
-    policies = await _policies(sender)
+    policies = await valid_policies(sender)
     claimants = sorted(
         (policy for policy in policies if policy.spec.scheduler_name == scheduler_name),
         key=lambda policy: (str(policy.metadata.get("creationTimestamp", "")), policy.name),
@@ -161,7 +161,7 @@ def _rebalance_mentions(policies: list[SchedulingPolicy], key: str) -> tuple[Reb
     return tuple(mentions)
 
 
-async def _policies(sender: SupportsSend) -> list[SchedulingPolicy]:
+async def valid_policies(sender: SupportsSend) -> list[SchedulingPolicy]:
     """The valid policies; the scheduler ignores invalid ones, so they claim no scheduler name."""
     try:
         objects = await list_all(sender, POLICIES_PATH)
@@ -299,36 +299,26 @@ async def rank(sender: SupportsSend, policy: SchedulingPolicy, pod: PodInfo, pod
 # ----- the commands' entry points --------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def connected(kubeconfig: Path | None, context: str | None = None) -> AsyncIterator[KubeClient]:
-    """A client for the cluster of `kubeconfig` (or $KUBECONFIG, in-cluster, ~/.kube/config) and
-    `context` (default: the current one); credential, API and connection failures become InspectErrors."""
-    try:
-        credentials = discover(kubeconfig, context)
-    except CredentialsError as error:
-        raise InspectError(str(error)) from None
-    try:
-        async with KubeClient(credentials) as client:
-            yield client
-    except CredentialsError as error:
-        raise InspectError(str(error)) from None
-    except ApiError as error:
-        raise InspectError(f"the API server refused a request: {error}") from None
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
-        raise InspectError(f"cannot reach the API server at {credentials.server}: {error}") from None
-
-
 async def explain_pod(
-    kubeconfig: Path | None, pod: str, *, context: str | None = None, output: str = TABLE
+    kubeconfig: Path | None,
+    pod: str,
+    *,
+    namespace: str | None = None,
+    context: str | None = None,
+    output: str = TABLE,
+    screen: Screen = PLAIN,
 ) -> str:
-    """`promsched explain`: `pod` is NAMESPACE/NAME, or NAME in the kubeconfig context's namespace."""
-    namespace, _slash, name = pod.rpartition("/")
+    """`promsched explain`: `pod` is NAME in `namespace` (default: the kubeconfig context's), or
+    NAMESPACE/NAME."""
+    named, _slash, name = pod.rpartition("/")
     if not name:
         raise InspectError(f"{pod!r} names no pod; give NAMESPACE/NAME, e.g. default/web-0")
+    if named and namespace and named != namespace:
+        raise InspectError(f"{pod!r} is in namespace {named}, not {namespace} (-n): give one of them")
     async with connected(kubeconfig, context) as client:
-        explanation = await explain(client, namespace or client.credentials.default_namespace, name)
-    if output == TABLE:
-        return render_explanation(explanation)
+        explanation = await explain(client, named or namespace or client.credentials.default_namespace, name)
+    if output in (TABLE, WIDE):
+        return render_explanation(explanation, screen)
     return render_document(explanation_document(explanation), output)
 
 
@@ -340,6 +330,7 @@ async def score_policy(
     *,
     context: str | None = None,
     output: str = TABLE,
+    screen: Screen = PLAIN,
 ) -> str:
     """`promsched score`: the ranking a policy file gives now, for a pod file or a pod with no requests."""
     policy = load_policy(policy_file, prometheus_url)
@@ -351,6 +342,6 @@ async def score_policy(
     )
     async with connected(kubeconfig, context) as client:
         ranking = await rank(client, policy, pod, description)
-    if output == TABLE:
-        return render_ranking(ranking)
+    if output in (TABLE, WIDE):
+        return render_ranking(ranking, screen, wide=output == WIDE)
     return render_document(ranking_document(ranking), output)

@@ -10,8 +10,11 @@ from promsched.api.rebalances import RebalanceStatus
 from promsched.api.statuses import Decision, Preflight, UsageEstimate
 from promsched.scheduling.cycle.deciding import Outcome
 
-# `-o`: the human table (default), else "json" or "yaml": the same facts as a document.
+# `-o`: the human table (default) or a wider one, else "json", "yaml" or "jsonpath=TEMPLATE": the same
+# facts as a document.
 TABLE = "table"
+WIDE = "wide"
+JSONPATH_PREFIX = "jsonpath="
 
 
 class InspectError(RuntimeError):

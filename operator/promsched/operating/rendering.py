@@ -1,6 +1,7 @@
 """How `promsched explain` and `promsched score` show what they found: pure, data in and text out.
 
-The human table by default; with `-o json|yaml` the same facts as a document.
+The human table by default (`-o wide`: with more detail); with `-o json|yaml|jsonpath=...` the same
+facts as a document.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from promsched.api.fields import Mode
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
-from promsched.operating.inspections import Explanation, Ranking, RebalanceMention
+from promsched.operating.inspections import JSONPATH_PREFIX, Explanation, Ranking, RebalanceMention
+from promsched.operating.jsonpaths import render_jsonpath
+from promsched.operating.tables import PLAIN, Screen, table
 from promsched.scheduling.cycle.estimating import format_bytes, format_milli_cpu
 from promsched.scheduling.policies.decisions import TOP_NODES
 
@@ -41,14 +44,6 @@ def format_value(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def aligned_columns(rows: Sequence[Sequence[str]]) -> str:
-    """Rows as left-aligned columns two spaces apart, without trailing blanks."""
-    widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
 def ranking_table(
     nodes: Sequence[NodeScore],
     weights: Mapping[str, int],
@@ -56,6 +51,7 @@ def ranking_table(
     chosen: str | None = None,
     pods: Mapping[str, int] | None = None,
     aggregations: Mapping[str, str] | None = None,
+    screen: Screen = PLAIN,
 ) -> str:
     """One row per node, best first as given: each plugin's raw value and score, the weighted total.
 
@@ -72,7 +68,9 @@ def ranking_table(
         "TOTAL",
     ]
     rows = [header]
-    for node in nodes:
+    marked = None
+    for index, node in enumerate(nodes):
+        marked = index if node.node == chosen else marked
         cells = {plugin.name: _plugin_cell(plugin) for plugin in node.plugins}
         rows.append(
             [
@@ -82,7 +80,7 @@ def ranking_table(
                 f"{node.total:.1f}",
             ]
         )
-    return aligned_columns(rows)
+    return table(rows, screen=screen, marked=marked)
 
 
 def _plugin_heading(name: str, *notes: str | None) -> str:
@@ -106,23 +104,21 @@ def policy_aggregations(policy: SchedulingPolicy) -> dict[str, str]:
     }
 
 
-def filtered_lines(filtered: Sequence[FilteredCount]) -> list[str]:
+def filtered_lines(filtered: Sequence[FilteredCount], screen: Screen = PLAIN) -> list[str]:
     """Nodes filtered out by reason, most first, counted as kube-scheduler's FailedScheduling does."""
     if not filtered:
         return ["Filtered out: none."]
     total = sum(entry.count for entry in filtered)
-    width = max(len(str(entry.count)) for entry in filtered)
-    lines = [f"Filtered out ({total} node{'s' if total != 1 else ''}):"]
-    lines.extend(
-        f"  {entry.count:>{width}}  {entry.reason}"
-        for entry in sorted(filtered, key=lambda entry: -entry.count)
-    )
-    return lines
+    rows = [(str(entry.count), entry.reason) for entry in sorted(filtered, key=lambda entry: -entry.count)]
+    return [
+        f"Filtered out ({total} node{'s' if total != 1 else ''}):",
+        *table(rows, screen=screen, header=False, right=(0,), indent=2).splitlines(),
+    ]
 
 
-def _fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    width = max(len(key) for key, _value in pairs)
-    return [f"{key.ljust(width)}  {value}" for key, value in pairs]
+def fields(pairs: Sequence[tuple[str, str]], screen: Screen = PLAIN) -> list[str]:
+    """Named values, one a line, the values aligned."""
+    return table(pairs, screen=screen, header=False).splitlines()
 
 
 def estimate_line(estimate: UsageEstimate) -> str:
@@ -147,15 +143,15 @@ def _timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render_explanation(explanation: Explanation) -> str:
+def render_explanation(explanation: Explanation, screen: Screen = PLAIN) -> str:
     policy, recorded = explanation.policy, explanation.recorded
     weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}
-    fields = [
+    rows = [
         ("pod", f"{explanation.pod} ({_placement(explanation.bound_to)})"),
         ("policy", f"{policy.name} (schedulerName {policy.spec.scheduler_name})"),
     ]
     if isinstance(recorded, Decision):
-        fields += [
+        rows += [
             ("generation", _generation(recorded.generation, policy.generation)),
             (
                 "decided",
@@ -166,7 +162,7 @@ def render_explanation(explanation: Explanation) -> str:
             ("source", f"status of SchedulingPolicy {policy.name}"),
         ]
     else:
-        fields += [
+        rows += [
             ("generation", f"not recorded on the pod (the policy is at generation {policy.generation} now)"),
             ("chosen", recorded.node),
             (
@@ -177,16 +173,22 @@ def render_explanation(explanation: Explanation) -> str:
             ),
         ]
     if recorded.estimate is not None:
-        fields.append(("estimate", estimate_line(recorded.estimate)))
-    fields += [("rebalance", rebalance_line(mention)) for mention in explanation.rebalance]
-    lines = _fields(fields)
+        rows.append(("estimate", estimate_line(recorded.estimate)))
+    rows += [("rebalance", rebalance_line(mention)) for mention in explanation.rebalance]
+    lines = fields(rows, screen)
     top_nodes = recorded.top_nodes
     # Decisions recorded before spec.estimation counted pods at their requests.
     counted = "estimated usage" if recorded.estimate is not None else "requests"
     if top_nodes:
         lines += [
             "",
-            ranking_table(top_nodes, weights, chosen=recorded.node, aggregations=policy_aggregations(policy)),
+            ranking_table(
+                top_nodes,
+                weights,
+                chosen=recorded.node,
+                aggregations=policy_aggregations(policy),
+                screen=screen,
+            ),
             "",
             f"{CHOSEN_MARK}: the chosen node; only the {TOP_NODES} best nodes are recorded.",
             LEGEND,
@@ -194,7 +196,7 @@ def render_explanation(explanation: Explanation) -> str:
             "them,\nso a burst of pods spreads instead of piling onto the node that looked idlest.",
         ]
     if isinstance(recorded, Decision):
-        lines += ["", *filtered_lines(recorded.filtered)]
+        lines += ["", *filtered_lines(recorded.filtered, screen)]
     return "\n".join(lines)
 
 
@@ -217,7 +219,7 @@ def _chosen(node: str | None, mode: Mode, bound_to: str) -> str:
     return node
 
 
-def render_ranking(ranking: Ranking) -> str:
+def render_ranking(ranking: Ranking, screen: Screen = PLAIN, *, wide: bool = False) -> str:
     policy, outcome, preflight = ranking.policy, ranking.outcome, ranking.preflight
     failed = [query for query in preflight.queries if not query.ok]
     verdict = (
@@ -225,14 +227,15 @@ def render_ranking(ranking: Ranking) -> str:
         if outcome.node is not None
         else f"no node fits: {outcome.message}"
     )
-    lines = _fields(
+    lines = fields(
         [
             ("policy", f"{policy.name or '(unnamed)'} (schedulerName {policy.spec.scheduler_name})"),
             ("pod", ranking.pod),
             ("metrics", f"{policy.spec.prometheus.url} at {_timestamp(preflight.checked_at)}"),
             ("result", f"{verdict} (dry run: nothing is bound)"),
             *([("estimate", estimate_line(ranking.estimate))] if ranking.estimate is not None else []),
-        ]
+        ],
+        screen,
     )
     if preflight.queries and len(failed) == len(preflight.queries):
         lines.append(
@@ -244,13 +247,19 @@ def render_ranking(ranking: Ranking) -> str:
         scores = [result.to_api() for result in outcome.ranked]
         lines += [
             "",
-            ranking_table(scores, weights, chosen=outcome.node, aggregations=policy_aggregations(policy)),
+            ranking_table(
+                scores,
+                weights,
+                chosen=outcome.node,
+                aggregations=policy_aggregations(policy),
+                screen=screen,
+            ),
             "",
             f"{CHOSEN_MARK}: where promsched would bind the pod (among equal totals it picks at random).",
             LEGEND,
         ]
     filtered = [FilteredCount(reason=reason, count=count) for reason, count in outcome.filtered.items()]
-    lines += ["", *filtered_lines(filtered)]
+    lines += ["", *filtered_lines(filtered, screen)]
     problems = [
         f"  {_plugin_heading(query.plugin, query.aggregation)}: query failed: {query.error}"
         for query in failed
@@ -263,6 +272,8 @@ def render_ranking(ranking: Ranking) -> str:
     problems += [f"  node {skipped}" for skipped in ranking.skipped_nodes]
     if problems:
         lines += ["", "Problems:", *problems]
+    if wide:
+        lines += ["", "Queries:", *(f"  {query.plugin}: {query.query}" for query in preflight.queries)]
     return "\n".join(lines)
 
 
@@ -270,6 +281,9 @@ def render_ranking(ranking: Ranking) -> str:
 
 
 def render_document(document: Mapping[str, Any], output: str) -> str:
+    """`document` as `output` says: json, yaml, or jsonpath=TEMPLATE (kubectl's templates)."""
+    if output.startswith(JSONPATH_PREFIX):
+        return render_jsonpath(document, output.removeprefix(JSONPATH_PREFIX))
     if output == "json":
         return json.dumps(document, indent=2, ensure_ascii=False)
     return yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True).rstrip("\n")

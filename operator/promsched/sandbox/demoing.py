@@ -23,7 +23,7 @@ import yaml
 
 from promsched.api.crds import render_crd_yaml
 from promsched.api.policies import SchedulingPolicy
-from promsched.operating import inspecting
+from promsched.operating import connecting, inspecting
 from promsched.operating.inspections import Ranking
 from promsched.operating.rendering import LEGEND, ranking_table
 from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError
@@ -151,7 +151,7 @@ def wait_for_placements(
 
 
 async def _rank(sandbox: Sandbox, policy: SchedulingPolicy) -> Ranking:
-    async with inspecting.connected(sandbox.kubeconfig) as client:
+    async with connecting.connected(sandbox.kubeconfig) as client:
         pod = inspecting.example_pod(policy)
         return await inspecting.rank(client, policy, pod, "a pod with no requests")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from rendering import FULLNAME, NAMESPACE, Manifest, container, deployment, needs_helm, render
 
-from promsched.cli import build_parser
+from promsched.cli import parse
 
 pytestmark = needs_helm
 
@@ -71,8 +71,8 @@ def test_extra_args_come_after_the_charts_and_override_them(tmp_path: Path) -> N
 
     assert args[-2:] == extra
     assert "--log-level=INFO" in args  # the chart's, replaced by the later flag
-    parsed = build_parser().parse_args(["run", *args])
-    assert (parsed.watch_inactivity_timeout, parsed.log_level) == (120.0, "DEBUG")
+    parsed = parse(["run", *args])
+    assert (parsed["watch_inactivity_timeout"], parsed["log_level"]) == (120.0, "DEBUG")
 
 
 def test_env_reaches_the_operators_container(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from rendering import CHART, FULLNAME, NAMESPACE, Manifest, container, deployment, needs_helm, render
 
 from promsched.api.policies import GROUP, PLURAL
-from promsched.cli import build_parser
+from promsched.cli import parse
 from promsched.scheduling.intake.kinds import WATCHED
 
 pytestmark = needs_helm
@@ -49,40 +49,40 @@ def test_the_operator_listens_on_every_address_at_the_charts_port(tmp_path: Path
 def test_the_longest_unschedulable_wait_reaches_the_operator_as_kube_schedulers_flag(tmp_path: Path) -> None:
     args = container(render(tmp_path))["args"]
     assert "--pod-max-in-unschedulable-pods-duration=5m" in args
-    assert build_parser().parse_args(["run", *args]).pod_max_in_unschedulable_pods_duration == 300.0
+    assert parse(["run", *args])["pod_max_in_unschedulable_pods_duration"] == 300.0
     args = container(render(tmp_path, {"podMaxInUnschedulablePodsDuration": "90s"}))["args"]
-    assert build_parser().parse_args(["run", *args]).pod_max_in_unschedulable_pods_duration == 90.0
+    assert parse(["run", *args])["pod_max_in_unschedulable_pods_duration"] == 90.0
 
 
 def test_the_volume_bind_timeout_reaches_the_operator_as_kube_schedulers_default(tmp_path: Path) -> None:
     args = container(render(tmp_path))["args"]
     assert "--bind-timeout-seconds=600" in args
-    assert build_parser().parse_args(["run", *args]).bind_timeout_seconds == 600
+    assert parse(["run", *args])["bind_timeout_seconds"] == 600
     args = container(render(tmp_path, {"bindTimeoutSeconds": 120}))["args"]
-    assert build_parser().parse_args(["run", *args]).bind_timeout_seconds == 120
+    assert parse(["run", *args])["bind_timeout_seconds"] == 120
 
 
 def test_the_rebalance_kill_switch_reaches_the_operator(tmp_path: Path) -> None:
     args = container(render(tmp_path))["args"]
-    assert build_parser().parse_args(["run", *args]).rebalance_evictions is True
+    assert parse(["run", *args])["rebalance_evictions"] is True
     args = container(render(tmp_path, {"rebalanceEvictions": False}))["args"]
     assert "--no-rebalance-evictions" in args
-    assert build_parser().parse_args(["run", *args]).rebalance_evictions is False
+    assert parse(["run", *args])["rebalance_evictions"] is False
 
 
 def test_the_resync_interval_reaches_the_operator(tmp_path: Path) -> None:
     assert "--resync-interval=300" in container(render(tmp_path))["args"]
     args = container(render(tmp_path, {"resyncInterval": 0}))["args"]
     assert "--resync-interval=0" in args
-    assert build_parser().parse_args(["run", *args]).resync_interval == 0.0
+    assert parse(["run", *args])["resync_interval"] == 0.0
 
 
 def test_the_api_rate_limit_reaches_the_operator(tmp_path: Path) -> None:
     args = container(render(tmp_path))["args"]
     assert {"--kube-api-qps=50", "--kube-api-burst=100"} <= set(args)  # kube-scheduler's defaults
     args = container(render(tmp_path, {"kubeApi": {"qps": 0.5, "burst": 2000000}}))["args"]
-    parsed = build_parser().parse_args(["run", *args])
-    assert (parsed.kube_api_qps, parsed.kube_api_burst) == (0.5, 2000000)
+    parsed = parse(["run", *args])
+    assert (parsed["kube_api_qps"], parsed["kube_api_burst"]) == (0.5, 2000000)
 
 
 # --- replicas and leader election ----------------------------------------------------------------

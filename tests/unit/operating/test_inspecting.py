@@ -647,5 +647,6 @@ def test_the_sandbox_without_its_extra_says_what_to_install(
     assert cli.main(["sandbox", "status", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         "promsched: the sandbox needs the `sandbox` extra, which this install lacks (cryptography): "
-        "pip install 'promsched[sandbox]', or with pipx: pipx install --force 'promsched[sandbox]'\n"
+        "from a checkout, pip install '.[sandbox]' (pipx: pipx install --force '.[sandbox]'); "
+        f"from a wheel, pip install 'dist/promsched-{promsched.__version__}-py3-none-any.whl[sandbox]'\n"
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from promsched.cli import build_parser
+from promsched.cli import main
 from promsched.sandbox.builds import installing
 from promsched.sandbox.builds.components import GO_BUILDS, SANDBOX_UP_BINARIES, GoBuild, bin_dir
 
@@ -106,6 +106,5 @@ def test_the_install_command_passes_its_selection(
     calls: list[object] = []
     monkeypatch.setattr(installing, "install", lambda only=None: calls.append(only) or Path())
     monkeypatch.setattr(installing, "install_trimaran", lambda: calls.append("trimaran") or Path())
-    args = build_parser().parse_args(["sandbox", "install", *arguments])
-    assert args.run(args) == 0
+    assert main(["sandbox", "install", *arguments]) == 0
     assert calls == [only, *(["trimaran"] if "trimaran" in arguments else [])]
