@@ -12,9 +12,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from promsched.operating.inspections import InspectError
 
-class JsonPathError(ValueError):
-    """The template cannot be read, or names a field the document lacks."""
+
+class JsonPathError(InspectError):
+    """The template cannot be read, or names a field the document lacks: the command says so."""
 
 
 _STEP = re.compile(r"\.([A-Za-z0-9_\-]+|\*)|\[(\*|-?[0-9]+)\]")

@@ -125,6 +125,13 @@ def test_explain_finds_the_pod_in_its_namespace(
     assert capsys.readouterr().out == "shop/web-0 on node-1\n"
 
 
+def test_a_jsonpath_the_document_cannot_follow_is_one_clean_line(
+    cluster: FakeSender, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["explain", "shop/web-0", "-o", "jsonpath={.decision.nodes}"]) == 1
+    assert capsys.readouterr().err == "promsched: {.decision.nodes}: nodes is not found\n"
+
+
 def test_two_namespaces_for_one_pod_are_refused(
     cluster: FakeSender, capsys: pytest.CaptureFixture[str]
 ) -> None:

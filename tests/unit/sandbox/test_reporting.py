@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from promsched.sandbox.builds.installing import run_with_progress
 from promsched.sandbox.builds.reporting import BuildProgress, ProgressPrinter
@@ -45,7 +48,8 @@ def test_compiler_errors_are_kept_for_the_failure_message_not_counted() -> None:
     ]
 
 
-def test_a_log_gets_plain_lines_and_a_terminal_one_line_redrawn() -> None:
+def test_a_log_gets_plain_lines_and_a_terminal_one_line_redrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     progress = BuildProgress("helm")
     progress.feed("go: downloading helm.sh/helm/v3 v3.22.0\n")
     plain = io.StringIO()
@@ -60,10 +64,34 @@ def test_a_log_gets_plain_lines_and_a_terminal_one_line_redrawn() -> None:
     terminal = io.StringIO()
     printer = ProgressPrinter(terminal, terminal=True)
     printer.show(progress)
+    progress.feed("helm.sh/helm/v3/pkg/chart\n")
     printer.show(progress)
     printer.finish()
-    assert terminal.getvalue().count("\r") == 2
-    assert terminal.getvalue().count("\n") == 1  # only the line left behind at the end
+    assert printer.interval == 1.0
+    drawn = terminal.getvalue()
+    assert "\x1b[2K" in drawn  # redrawn in place: each draw erases the line before it
+    *earlier, last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn).split("\r")
+    first = "1 module(s) downloaded, 0 package(s) compiled; downloading helm.sh/helm/v3 v3.22.0"
+    assert any(draw.endswith(first) for draw in earlier)
+    assert " helm " in last
+    assert last.endswith(
+        "1 module(s) downloaded, 1 package(s) compiled; compiling helm.sh/helm/v3/pkg/chart\n"
+    )
+
+
+def test_ci_and_pipes_get_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("TERM", "xterm")
+    assert ProgressPrinter(Terminal()).terminal is False
+    monkeypatch.delenv("CI")
+    monkeypatch.delenv("TTY_INTERACTIVE", raising=False)
+    assert ProgressPrinter(Terminal()).terminal is True
+    assert ProgressPrinter(io.StringIO()).terminal is False
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
 
 def test_a_running_build_is_reported_while_it_runs_and_its_output_drained(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 A first `promsched sandbox install` spends minutes in `go build`; without a word every few seconds a
 newcomer cannot tell a build from a hang. `go build -v` names each package as it compiles it and the
 go command names each module it downloads; `BuildProgress` counts those lines and says where the build
-is. On a terminal the report is one line that updates in place; elsewhere (CI, a log file) it is a
-plain line at most every `interval` seconds, so logs stay short.
+is. On a terminal the report is rich's progress bar, redrawn in place; elsewhere (CI, a log file, a
+pipe) it is a plain line at most every 10 seconds, so logs stay short.
 """
 
 from __future__ import annotations
@@ -17,6 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Column
+from rich.text import Text
+
 # `go: downloading k8s.io/api v0.37.2`
 _DOWNLOADING = re.compile(r"^go: downloading (\S+) (\S+)$")
 # What `go build -v` prints per package: an import path, nothing else on the line.
@@ -25,9 +39,10 @@ PLAIN_INTERVAL = 10.0
 TERMINAL_INTERVAL = 1.0
 
 
-def on_terminal(stream: TextIO) -> bool:
-    """Whether progress may redraw a line: a terminal, and not CI (whose logs keep every redraw)."""
-    return stream.isatty() and not os.environ.get("CI")
+def console_for(stream: TextIO) -> Console:
+    """A console for `stream` that redraws only on an interactive terminal, and not in CI, whose logs
+    would keep every redraw (rich alone knows no CI)."""
+    return Console(file=stream, force_interactive=False if os.environ.get("CI") else None)
 
 
 @dataclass
@@ -58,43 +73,61 @@ class BuildProgress:
             # Compiler errors and warnings: kept for the failure message, not counted.
             self.other_lines.append(text)
 
+    def status(self) -> str:
+        counts = f"{self.downloads} module(s) downloaded, {self.packages} package(s) compiled"
+        return f"{counts}; {self.current}" if self.current else counts
+
     def line(self) -> str:
         elapsed = int(self.clock() - self.started)
-        counts = f"{self.downloads} module(s) downloaded, {self.packages} package(s) compiled"
-        doing = f"; {self.current}" if self.current else ""
-        return f"  {self.label}: {elapsed // 60}m{elapsed % 60:02d}s, {counts}{doing}"
+        return f"  {self.label}: {elapsed // 60}m{elapsed % 60:02d}s, {self.status()}"
+
+
+class DoingColumn(ProgressColumn):
+    """What the build does now: the one column a narrow terminal shortens, with an ellipsis."""
+
+    def render(self, task: Task) -> Text:
+        return Text(task.description, no_wrap=True, overflow="ellipsis")
 
 
 class ProgressPrinter:
-    """Prints a `BuildProgress` line: redrawn in place on a terminal, a plain line every 10 s elsewhere."""
+    """Shows a `BuildProgress`: a progress bar redrawn in place on a terminal (`terminal` forces one way or
+    the other), a plain line every 10 s elsewhere."""
 
     def __init__(self, stream: TextIO = sys.stderr, *, terminal: bool | None = None) -> None:
         self.stream = stream
-        self.terminal = on_terminal(stream) if terminal is None else terminal
+        self.console = (
+            console_for(stream)
+            if terminal is None
+            else Console(file=stream, force_terminal=terminal, force_interactive=terminal)
+        )
+        self.terminal = self.console.is_interactive
         self.interval = TERMINAL_INTERVAL if self.terminal else PLAIN_INTERVAL
-        self._width = 0
+        self._bar: Progress | None = None
+        self._task = TaskID(0)
 
     def show(self, progress: BuildProgress) -> None:
-        text = progress.line()
-        if self.terminal:
-            columns = _columns()
-            text = text[: columns - 1]
-            self.stream.write("\r" + text.ljust(self._width))
-            self._width = len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        if not self.terminal:
+            self.stream.write(progress.line() + "\n")
+            self.stream.flush()
+            return
+        if self._bar is None:
+            self._bar = Progress(
+                SpinnerColumn(table_column=Column(no_wrap=True)),
+                TextColumn(progress.label, markup=False, table_column=Column(no_wrap=True)),
+                # Pulses: a build does not say how many packages it has.
+                BarColumn(bar_width=20, table_column=Column(no_wrap=True)),
+                TimeElapsedColumn(table_column=Column(no_wrap=True)),
+                DoingColumn(),
+                console=self.console,
+                auto_refresh=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(progress.status(), total=None)
+        self._bar.update(self._task, description=progress.status())
+        self._bar.refresh()
 
     def finish(self) -> None:
-        """Leave the updated line behind before the next report."""
-        if self.terminal and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._width = 0
-
-
-def _columns() -> int:
-    try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
-    except OSError:
-        return 100
+        """Leave the bar's last state behind before the next report."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
