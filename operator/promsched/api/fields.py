@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
+import durationpy
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
@@ -22,19 +24,22 @@ class Mode(StrEnum):
 
 # --- Durations -----------------------------------------------------------------------------------
 
-# Go's time.ParseDuration syntax without sign, µs or a bare 0: one or more <number><unit>.
+# Go's time.ParseDuration syntax without sign, µs or a bare 0: one or more <number><unit>. The pattern
+# (the CRD's too) says what a policy may hold; durationpy, the kubernetes client's parser, reads it.
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
 DURATION_MAX_LENGTH = 32
 _DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_HINT = "must be a Go duration, e.g. 500ms, 5s, 1m30s, 2h or 0s"
+_LONGEST_DAYS = timedelta.max.days  # what durationpy's timedelta holds
 
 
 def _duration_seconds(value: str) -> float:
     if len(value) > DURATION_MAX_LENGTH or not _DURATION_RE.fullmatch(value):
         raise ValueError(f"{value!r} {_DURATION_HINT}")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART_RE.findall(value))
+    try:
+        return durationpy.from_str(value).total_seconds()
+    except durationpy.DurationError:
+        raise ValueError(f"{value!r} is too long a duration (at most {_LONGEST_DAYS} days)") from None
 
 
 def parse_duration(value: str, field: str = "duration") -> float:
