@@ -14,8 +14,8 @@ queue on those events only, or after the queue's longest wait.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Flag, StrEnum, auto
 from typing import Final, Protocol, runtime_checkable
 
@@ -72,6 +72,21 @@ class ClusterEvent(Flag):
         | METRICS_REFRESHED
         | POLICY_CHANGED
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterChange:
+    """What one cluster event changed, as the queueing hints read it: the assigned pod it is about (with
+    its namespace's labels), or the claim."""
+
+    pod: PodInfo | None = None
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    claim: tuple[str, str] | None = None  # (namespace, name)
+
+
+# kube's QueueingHintFn: whether the change may make the waiting pod fit, judged for a filter that
+# declared the event; a pod no hint of its event's filters speaks for keeps waiting.
+QueueingHint = Callable[[PodInfo, ClusterChange], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +157,11 @@ class Filter(Protocol):
     def events(self) -> ClusterEvent:
         """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
 
+    @property
+    def hints(self) -> Mapping[ClusterEvent, QueueingHint]:
+        """For some of `events`, which waiting pods a change may help (kube's QueueingHints); an event
+        without one wakes every pod the filter rejected."""
+
     def concerns(self, pod: PodInfo) -> bool:
         """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
 
@@ -157,6 +177,11 @@ class ClusterFilter(Protocol):
     @property
     def events(self) -> ClusterEvent:
         """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
+
+    @property
+    def hints(self) -> Mapping[ClusterEvent, QueueingHint]:
+        """For some of `events`, which waiting pods a change may help (kube's QueueingHints); an event
+        without one wakes every pod the filter rejected."""
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
         """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing

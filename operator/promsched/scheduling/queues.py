@@ -20,11 +20,13 @@ import dataclasses
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final
 
-from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.filters import QUEUEING_HINTS
+from promsched.scheduling.framework import ClusterChange, ClusterEvent, QueueingHint
 from promsched.scheduling.objects.pods import PodInfo
 
 INITIAL_BACKOFF = 1.0
@@ -52,6 +54,9 @@ class QueuedPod:
     pending_update: bool = False
 
 
+NO_CHANGE: Final = ClusterChange()
+
+
 @dataclass
 class SchedulingQueue:
     clock: Callable[[], float] = time.monotonic
@@ -63,6 +68,8 @@ class SchedulingQueue:
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     # uids of the entries parked unschedulable, so cluster changes visit those alone, not every pod.
     _parked: set[str] = field(default_factory=set)
+    # Per event, which parked pods a change may help (the filters' queueing hints).
+    hints: Mapping[ClusterEvent, tuple[QueueingHint, ...]] = field(default_factory=lambda: QUEUEING_HINTS)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -200,17 +207,16 @@ class SchedulingQueue:
         return moved
 
     def move_all_to_active(
-        self,
-        reason: str,
-        event: ClusterEvent = ClusterEvent.ANY,
-        only: Callable[[PodInfo], bool] | None = None,
+        self, reason: str, event: ClusterEvent = ClusterEvent.ANY, change: ClusterChange = NO_CHANGE
     ) -> int:
         """The cluster changed (`reason`, an `event`); the parked pods it may help get another try,
         through backoff if theirs is not over: those rejected by a filter that declared the event, and
-        with `only`, those the change concerns (kube's queueing hints)."""
+        of those, where the filters have hints for it, the pods one of them judges `change` may help
+        (kube's queueing hints)."""
+        hints = self.hints.get(event)
         moved = 0
         for entry in self._parked_entries():
-            if entry.lifted_by & event and (only is None or only(entry.pod)):
+            if entry.lifted_by & event and (hints is None or any(hint(entry.pod, change) for hint in hints)):
                 self._push_backoff(entry, since=entry.parked_at)
                 moved += 1
         self._flush_backoff(self.clock())

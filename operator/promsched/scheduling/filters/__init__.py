@@ -33,9 +33,11 @@ from promsched.scheduling.filters.volume_limits import NodeVolumeLimits
 from promsched.scheduling.filters.volume_restrictions import VolumeRestrictions
 from promsched.scheduling.filters.volume_zone import VolumeZone
 from promsched.scheduling.framework import (
+    ClusterEvent,
     ClusterFilter,
     Filter,
     NodeCheck,
+    QueueingHint,
     Rejection,
     RejectionsKnown,
     Status,
@@ -72,6 +74,26 @@ DEFAULT_CLUSTER_FILTERS: Final[tuple[ClusterFilter, ...]] = (
     PodTopologySpread(),
     InterPodAffinity(),
 )
+
+
+def queueing_hints(
+    filters: Iterable[Filter | ClusterFilter],
+) -> Mapping[ClusterEvent, tuple[QueueingHint, ...]]:
+    """Per event, the hints of the filters that declare it, for the events every such filter has a
+    hint for; the queue wakes on any other event every pod whose rejection declared it."""
+    hints: dict[ClusterEvent, list[QueueingHint]] = {}
+    unhinted: set[ClusterEvent] = set()
+    for each in filters:
+        for event in each.events:
+            hint = each.hints.get(event)
+            if hint is None:
+                unhinted.add(event)
+            else:
+                hints.setdefault(event, []).append(hint)
+    return {event: tuple(dict.fromkeys(found)) for event, found in hints.items() if event not in unhinted}
+
+
+QUEUEING_HINTS: Final = queueing_hints((*DEFAULT_FILTERS, *DEFAULT_CLUSTER_FILTERS))
 
 
 def run_filters(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Final
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -29,6 +30,7 @@ class NodeResourcesFit:
         | ClusterEvent.ASSIGNED_POD_DELETED
         | ClusterEvent.ASSIGNED_POD_SCALED_DOWN
     )
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return True

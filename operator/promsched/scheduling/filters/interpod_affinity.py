@@ -14,6 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import (
+    affinity_finds_placed_pod,
+    has_interpod_rules,
+    hints_of,
+)
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.affinity_terms import AffinityTerm
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -133,6 +138,11 @@ class InterPodAffinityCheck:
 class InterPodAffinity:
     name = "InterPodAffinity"
     events = _EVENTS
+    hints = hints_of(
+        (ClusterEvent.ASSIGNED_POD_ADDED, affinity_finds_placed_pod),
+        (ClusterEvent.ASSIGNED_POD_UPDATED, has_interpod_rules),
+        (ClusterEvent.NAMESPACE_UPDATED, has_interpod_rules),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> InterPodAffinityCheck | None:
         nodes = cache.nodes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -17,6 +18,7 @@ class NodeAffinity:
     name = "NodeAffinity"
     node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return bool(pod.node_selector) or pod.required_affinity is not None

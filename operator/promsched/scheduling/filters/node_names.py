@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -21,6 +22,7 @@ class AffinityNodeNames:
     name = "NodeAffinityPreFilter"
     node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return pod.required_affinity is not None and pod.required_affinity.node_names is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -24,6 +25,7 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 class NodePorts:
     name = "NodePorts"
     events = ClusterEvent.NODE_ADDED | ClusterEvent.ASSIGNED_POD_DELETED
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return bool(pod.host_ports)

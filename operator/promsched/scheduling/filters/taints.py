@@ -6,6 +6,7 @@ names the node's first untolerated taint, in kube's words: ``{key: value}`` (``{
 
 from __future__ import annotations
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -16,6 +17,7 @@ class TaintToleration:
     name = "TaintToleration"
     node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return True

@@ -13,6 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import (
+    has_interpod_rules,
+    hints_of,
+    spreading_counts_placed_pod,
+)
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
@@ -100,6 +105,10 @@ class TopologySpreadCheck:
 class PodTopologySpread:
     name = "PodTopologySpread"
     events = _EVENTS
+    hints = hints_of(
+        (ClusterEvent.ASSIGNED_POD_ADDED, spreading_counts_placed_pod),
+        (ClusterEvent.ASSIGNED_POD_UPDATED, has_interpod_rules),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> TopologySpreadCheck | None:
         constraints = tuple(constraint for constraint in pod.spread_constraints if constraint.hard)

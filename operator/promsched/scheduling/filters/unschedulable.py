@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from promsched.scheduling.filters.queueing_hints import NO_HINTS
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NO_SCHEDULE, NodeInfo, Taint
@@ -18,6 +19,7 @@ class NodeUnschedulable:
     name = "NodeUnschedulable"
     node_only = True  # see node_verdicts
     events = ClusterEvent.NODE_ADDED | ClusterEvent.NODE_UPDATED
+    hints = NO_HINTS
 
     def concerns(self, pod: PodInfo) -> bool:
         return True

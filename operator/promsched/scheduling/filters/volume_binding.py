@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import hints_of, uses_changed_claim, uses_claims
 from promsched.scheduling.filters.volume_binding_plans import (
     EVENTS,
     PodVolumeClaims,
@@ -22,7 +23,7 @@ from promsched.scheduling.filters.volume_binding_plans import (
     volumes_by_class,
 )
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
-from promsched.scheduling.framework import PodIndependentCheck, Rejection, Status
+from promsched.scheduling.framework import ClusterEvent, PodIndependentCheck, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pod_volumes import PodClaim
 from promsched.scheduling.objects.pods import PodInfo
@@ -51,6 +52,12 @@ class VolumeBindingCheck(PodIndependentCheck):
 class VolumeBinding:
     name = "VolumeBinding"
     events = EVENTS
+    hints = hints_of(
+        (ClusterEvent.CLAIM_CHANGED, uses_changed_claim),
+        (ClusterEvent.VOLUME_CHANGED, uses_claims),
+        (ClusterEvent.STORAGE_CLASS_CHANGED, uses_claims),
+        (ClusterEvent.STORAGE_CAPACITY_CHANGED, uses_claims),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeBindingCheck | Rejection | None:
         claims = pod_volume_claims(pod, cache)

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import hints_of, uses_changed_claim, uses_claims
 from promsched.scheduling.framework import ClusterEvent, Code, Status
 from promsched.scheduling.objects.csi_nodes import MIGRATED_PLUGINS
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -134,6 +135,11 @@ def _not_installed(driver: str) -> Status:
 class NodeVolumeLimits:
     name = "NodeVolumeLimits"
     events = EVENTS
+    hints = hints_of(
+        (ClusterEvent.CSI_NODE_CHANGED, uses_claims),
+        (ClusterEvent.CLAIM_CHANGED, uses_changed_claim),
+        (ClusterEvent.VOLUME_DETACHED, uses_claims),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeLimitsCheck | None:
         if not pod.claims:

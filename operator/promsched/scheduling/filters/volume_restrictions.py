@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import hints_of, uses_changed_claim
 from promsched.scheduling.framework import ClusterEvent, Code, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
@@ -55,6 +56,9 @@ class ClaimInUseCheck:
 class VolumeRestrictions:
     name = "VolumeRestrictions"
     events = EVENTS
+    hints = hints_of(
+        (ClusterEvent.CLAIM_CHANGED, uses_changed_claim),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> ClaimInUseCheck | Rejection | None:
         exclusive = set()

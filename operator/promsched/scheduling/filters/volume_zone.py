@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from promsched.scheduling.filters.queueing_hints import hints_of, uses_changed_claim, uses_claims
 from promsched.scheduling.filters.volume_restrictions import claim_not_found
 from promsched.scheduling.framework import ClusterEvent, Code, PodIndependentCheck, Rejection, Status
 from promsched.scheduling.objects.nodes import NodeInfo
@@ -38,6 +39,11 @@ class VolumeZoneCheck(PodIndependentCheck):
 class VolumeZone:
     name = "VolumeZone"
     events = EVENTS
+    hints = hints_of(
+        (ClusterEvent.CLAIM_CHANGED, uses_changed_claim),
+        (ClusterEvent.VOLUME_CHANGED, uses_claims),
+        (ClusterEvent.STORAGE_CLASS_CHANGED, uses_claims),
+    )
 
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> VolumeZoneCheck | Rejection | None:
         zoned = []

@@ -34,7 +34,7 @@ from promsched.kube.sending import ApiError, SupportsSend, list_pages
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cluster.drift import Difference, Differences, shown
 from promsched.scheduling.cluster.versions import Held, Versions
-from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.framework import ClusterChange, ClusterEvent
 from promsched.scheduling.intake.bound_pods import BoundPods
 from promsched.scheduling.intake.kinds import (
     CLAIMS,
@@ -68,24 +68,6 @@ DRIFT_GRACE = 5.0
 # this long, rather than once per handful.
 RELIST_QUIET = 1.0
 MAX_RETRY_DELAY = 30.0
-
-
-def _placement_may_help(waiting: PodInfo, placed: PodInfo, cache: ClusterCache) -> bool:
-    """Whether a pod newly running on a node may make `waiting` fit, as kube's queueing hints judge
-    it: the pod is what one of its required affinity terms looks for, or one its spreading counts."""
-    namespace_labels = cache.labels_of_namespace(placed.namespace)
-    if any(
-        term.matches(placed.namespace, placed.labels, namespace_labels)
-        for term in waiting.pod_affinity.required
-    ):
-        return True
-    return placed.namespace == waiting.namespace and any(
-        constraint.selector.matches(placed.labels) for constraint in waiting.spread_constraints
-    )
-
-
-def _has_interpod_rules(waiting: PodInfo) -> bool:
-    return bool(waiting.pod_affinity or waiting.spread_constraints)
 
 
 def _scaled_down(before: Resources, after: Resources) -> bool:
@@ -287,18 +269,13 @@ class Intake:
             return
         if previous is None or was_assumed:
             cache = self.cache
-            self.queue.move_all_to_active(
-                "pod placed",
-                ClusterEvent.ASSIGNED_POD_ADDED,
-                only=lambda waiting: _placement_may_help(waiting, pod, cache),
-            )
+            change = ClusterChange(pod, cache.labels_of_namespace(pod.namespace))
+            self.queue.move_all_to_active("pod placed", ClusterEvent.ASSIGNED_POD_ADDED, change)
         elif _scaled_down(previous[1].requests, pod.requests):
             # kube's UpdatePodScaleDown: a resize gave back some of what the pod held on its node.
             self.queue.move_all_to_active("pod scaled down", ClusterEvent.ASSIGNED_POD_SCALED_DOWN)
         elif previous[1].labels != pod.labels:
-            self.queue.move_all_to_active(
-                "pod relabelled", ClusterEvent.ASSIGNED_POD_UPDATED, only=_has_interpod_rules
-            )
+            self.queue.move_all_to_active("pod relabelled", ClusterEvent.ASSIGNED_POD_UPDATED)
 
     def _apply_namespace(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata", {})
@@ -306,9 +283,7 @@ class Intake:
         if deleted:
             self.cache.remove_namespace(name)
         elif self.cache.upsert_namespace(name, metadata.get("labels") or {}):
-            self.queue.move_all_to_active(
-                "namespace relabelled", ClusterEvent.NAMESPACE_UPDATED, only=_has_interpod_rules
-            )
+            self.queue.move_all_to_active("namespace relabelled", ClusterEvent.NAMESPACE_UPDATED)
 
     # ----- lists ----------------------------------------------------------------------------------
 

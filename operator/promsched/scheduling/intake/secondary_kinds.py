@@ -12,19 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.framework import ClusterEvent
+from promsched.scheduling.framework import ClusterChange, ClusterEvent
 from promsched.scheduling.objects.csi_nodes import CSINodeInfo, VolumeAttachmentInfo
 from promsched.scheduling.objects.disruption_budgets import DisruptionBudget
-from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.objects.storage_capacities import CSIDriverInfo, StorageCapacityInfo
 from promsched.scheduling.objects.volumes import ClaimInfo, StorageClassInfo, VolumeInfo
 from promsched.scheduling.queues import SchedulingQueue
 
 logger = logging.getLogger(__name__)
-
-
-def _uses_claims(waiting: PodInfo) -> bool:
-    return bool(waiting.claims)
 
 
 class SecondaryKinds:
@@ -41,13 +36,8 @@ class SecondaryKinds:
             self.cache.remove_claim(namespace, name)
             return
         if self.cache.upsert_claim(ClaimInfo.from_object(obj)):
-            self.queue.move_all_to_active(
-                "claim changed",
-                ClusterEvent.CLAIM_CHANGED,
-                only=lambda waiting: (
-                    waiting.namespace == namespace and any(claim.name == name for claim in waiting.claims)
-                ),
-            )
+            change = ClusterChange(claim=(namespace, name))
+            self.queue.move_all_to_active("claim changed", ClusterEvent.CLAIM_CHANGED, change)
 
     def apply_attachment(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
@@ -59,7 +49,7 @@ class SecondaryKinds:
                 logger.warning("VolumeAttachment %s ignored: %s", name, error)
         if self.cache.remove_attachment(name):
             # kube's hint: a volume detached may make room for a pod with claims.
-            self.queue.move_all_to_active("volume detached", ClusterEvent.VOLUME_DETACHED, only=_uses_claims)
+            self.queue.move_all_to_active("volume detached", ClusterEvent.VOLUME_DETACHED)
 
     def apply_csi_node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
@@ -73,23 +63,21 @@ class SecondaryKinds:
             self.cache.remove_csi_node(name)
             return
         if self.cache.upsert_csi_node(csi_node):
-            self.queue.move_all_to_active("CSINode changed", ClusterEvent.CSI_NODE_CHANGED, only=_uses_claims)
+            self.queue.move_all_to_active("CSINode changed", ClusterEvent.CSI_NODE_CHANGED)
 
     def apply_volume(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
         if deleted:
             self.cache.remove_volume(name)
         elif self.cache.upsert_volume(VolumeInfo.from_object(obj)):
-            self.queue.move_all_to_active("volume changed", ClusterEvent.VOLUME_CHANGED, only=_uses_claims)
+            self.queue.move_all_to_active("volume changed", ClusterEvent.VOLUME_CHANGED)
 
     def apply_storage_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
         if deleted:
             self.cache.remove_storage_class(name)
         elif self.cache.upsert_storage_class(StorageClassInfo.from_object(obj)):
-            self.queue.move_all_to_active(
-                "storage class changed", ClusterEvent.STORAGE_CLASS_CHANGED, only=_uses_claims
-            )
+            self.queue.move_all_to_active("storage class changed", ClusterEvent.STORAGE_CLASS_CHANGED)
 
     def apply_csi_driver(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
@@ -106,9 +94,7 @@ class SecondaryKinds:
             self._storage_capacity_changed()
 
     def _storage_capacity_changed(self) -> None:
-        self.queue.move_all_to_active(
-            "storage capacity changed", ClusterEvent.STORAGE_CAPACITY_CHANGED, only=_uses_claims
-        )
+        self.queue.move_all_to_active("storage capacity changed", ClusterEvent.STORAGE_CAPACITY_CHANGED)
 
     def apply_budget(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         # Read by preemption only, which no event requeues for (kube's DefaultPreemption registers none).
