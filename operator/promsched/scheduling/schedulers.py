@@ -35,6 +35,7 @@ from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.filters.volume_binding import plan_for
 from promsched.scheduling.framework import ClusterEvent, Filter
 from promsched.scheduling.intake.following import RESYNC_INTERVAL, Intake
+from promsched.scheduling.loop_lag_watching import watch_loop_lag
 from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.policies.decisions import TOP_NODES, decision_record
 from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
@@ -246,6 +247,7 @@ class Scheduler:
             self.supervisor.start("status-writer", self._write_statuses),
             self.supervisor.start("kube-scheduler-check", self._check_kube_scheduler),
             self.supervisor.start("rebalancer", self.rebalancer.run),
+            self.supervisor.start("loop-lag-watch", watch_loop_lag),
         ]
         try:
             await self.intake.start(self.supervisor.start)

@@ -23,6 +23,11 @@ e2e_latency = Histogram(
     ["policy"],
     buckets=LATENCY_BUCKETS,
 )
+event_loop_lag = Histogram(
+    "promsched_event_loop_lag_seconds",
+    "How much later than asked the event loop woke a task: the stalls every pod waits behind.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
 pending_pods = Gauge("promsched_pending_pods", "Pods in the scheduling queue by sub-queue.", ["queue"])
 leader = Gauge(
     "promsched_leader",

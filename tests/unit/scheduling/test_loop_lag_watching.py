@@ -1,0 +1,34 @@
+"""The event loop's lag: how much later than asked a task woke, recorded each time it wakes."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import REGISTRY
+
+from promsched.scheduling.loop_lag_watching import watch_loop_lag
+from support.clocks import Clock
+
+
+def lag_count(le: str) -> float:
+    return REGISTRY.get_sample_value("promsched_event_loop_lag_seconds_bucket", {"le": le}) or 0.0
+
+
+class Stop(Exception):
+    pass
+
+
+async def test_each_wake_records_how_late_it_came() -> None:
+    clock = Clock(100.0)
+    late_by = [0.0, 0.03, 0.4]
+
+    async def sleep(seconds: float) -> None:
+        if not late_by:
+            raise Stop
+        clock.advance(seconds + late_by.pop(0))  # the loop ran something else for this much longer
+
+    on_time, within_50ms, within_half_second = lag_count("0.001"), lag_count("0.05"), lag_count("0.5")
+    with pytest.raises(Stop):
+        await watch_loop_lag(interval=0.1, clock=clock, sleep=sleep)
+    assert lag_count("0.001") - on_time == 1
+    assert lag_count("0.05") - within_50ms == 2
+    assert lag_count("0.5") - within_half_second == 3
