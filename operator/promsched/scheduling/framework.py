@@ -148,7 +148,10 @@ class PodIndependentCheck:
         return
 
 
-class Filter(Protocol):
+class FilterPlugin(Protocol):
+    """What every filter declares: its name, and the cluster events that may lift its rejections with
+    their hints (kube's Plugin and EnqueueExtensions)."""
+
     @property
     def name(self) -> str:
         """The filter's name in logs; kube's plugin name where there is one."""
@@ -162,6 +165,8 @@ class Filter(Protocol):
         """For some of `events`, which waiting pods a change may help (kube's QueueingHints); an event
         without one wakes every pod the filter rejected."""
 
+
+class Filter(FilterPlugin, Protocol):
     def concerns(self, pod: PodInfo) -> bool:
         """False when the filter passes every node for `pod` (kube's PreFilter Skip): it is not run."""
 
@@ -169,20 +174,7 @@ class Filter(Protocol):
         """None if `pod` may go to `node` with `usage` on it; else why not, naming no node."""
 
 
-class ClusterFilter(Protocol):
-    @property
-    def name(self) -> str:
-        """kube's plugin name."""
-
-    @property
-    def events(self) -> ClusterEvent:
-        """The cluster events that may lift a rejection of this filter (kube's EventsToRegister)."""
-
-    @property
-    def hints(self) -> Mapping[ClusterEvent, QueueingHint]:
-        """For some of `events`, which waiting pods a change may help (kube's QueueingHints); an event
-        without one wakes every pod the filter rejected."""
-
+class ClusterFilter(FilterPlugin, Protocol):
     def prepare(self, pod: PodInfo, cache: ClusterCache) -> NodeCheck | Rejection | None:
         """Once per cycle: the check to run on each node, a rejection of the pod, or None when nothing
         about the pod concerns this filter."""

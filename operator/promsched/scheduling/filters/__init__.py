@@ -36,6 +36,7 @@ from promsched.scheduling.framework import (
     ClusterEvent,
     ClusterFilter,
     Filter,
+    FilterPlugin,
     NodeCheck,
     QueueingHint,
     Rejection,
@@ -77,7 +78,7 @@ DEFAULT_CLUSTER_FILTERS: Final[tuple[ClusterFilter, ...]] = (
 
 
 def queueing_hints(
-    filters: Iterable[Filter | ClusterFilter],
+    filters: Iterable[FilterPlugin],
 ) -> Mapping[ClusterEvent, tuple[QueueingHint, ...]]:
     """Per event, the hints of the filters that declare it, for the events every such filter has a
     hint for; the queue wakes on any other event every pod whose rejection declared it."""
