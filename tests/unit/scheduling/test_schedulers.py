@@ -208,6 +208,21 @@ async def test_constraints_promsched_cannot_honour_are_refused_by_name(
     assert event["note"] == "spec.resourceClaims is not supported by promsched yet"
 
 
+async def test_a_pod_whose_spec_cannot_be_read_is_told_which_field(
+    scheduler: Scheduler, sender: FakeSender
+) -> None:
+    scheduler.intake.on_event(PODS, "ADDED", pod_object("bad", tolerations="nope"))
+    await settle(scheduler)
+    assert "uid-bad" not in scheduler.queue.entries
+    assert not sender.bodies("/binding")
+    reason = "invalid pod spec: spec.tolerations: expected a list of objects, got 'nope'"
+    [patch] = sender.bodies("/pods/bad/status")
+    [condition] = patch["status"]["conditions"]
+    assert (condition["status"], condition["message"]) == ("False", reason)
+    [event] = sender.bodies("/namespaces/ns/events")
+    assert (event["reason"], event["note"]) == ("FailedScheduling", reason)
+
+
 async def test_pods_of_other_schedulers_and_bound_pods_are_left_alone(scheduler: Scheduler) -> None:
     scheduler.intake.on_event(PODS, "ADDED", pod_object("theirs", schedulerName="default-scheduler"))
     scheduler.intake.on_event(PODS, "ADDED", pod_object("placed", nodeName="busy"))
