@@ -57,7 +57,7 @@ lock: $(VENV)/.lock-installed
 		| $(LOCK) - -o requirements/build.txt
 
 install-sandbox: venv
-	promsched sandbox install --with trimaran
+	promsched sandbox install --with trimaran --with victoriametrics
 
 # The operator's image from the Dockerfile, built by buildah without a Docker daemon into promsched's own
 # container storage (~/.cache/promsched/containers), on a Debian base made locally by mmdebstrap.

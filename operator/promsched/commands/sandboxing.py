@@ -30,9 +30,10 @@ def sandbox() -> None:
     "--with",
     "extras",
     multiple=True,
-    type=click.Choice(["trimaran"]),
+    type=click.Choice(["trimaran", "victoriametrics"]),
     help="also build an optional component: trimaran (kube-scheduler with the scheduler-plugins "
-    "Trimaran plugins, the peer `make bench-quality` measures against)",
+    "Trimaran plugins, the peer `make bench-quality` measures against), victoriametrics "
+    "(VictoriaMetrics single-node and vmalert, for `sandbox up --metrics victoriametrics`)",
 )
 @click.option(
     "--only",
@@ -49,6 +50,8 @@ def install(extras: tuple[str, ...], only: str | None) -> int:
     installing.install(only=SANDBOX_UP_BINARIES if only == "demo" else None)
     if "trimaran" in extras:
         installing.install_trimaran()
+    if "victoriametrics" in extras:
+        installing.install_victoriametrics()
     return 0
 
 
@@ -81,12 +84,29 @@ def image(context: Path) -> int:
     is_flag=True,
     help="if a sandbox is already up in --dir with every component running, use it as it is",
 )
-def up(directory: Path, nodes: int, profiles: Path | None, history_minutes: float | None, reuse: bool) -> int:
+@click.option(
+    "--metrics",
+    type=click.Choice(["prometheus", "victoriametrics"]),
+    default="prometheus",
+    show_default=True,
+    help="the metrics backend behind PROMETHEUS_URL: victoriametrics is VictoriaMetrics single-node "
+    "scraping the same exporters, with vmalert recording the same rules (docs/metrics-backends.md)",
+)
+def up(
+    directory: Path,
+    nodes: int,
+    profiles: Path | None,
+    history_minutes: float | None,
+    reuse: bool,
+    metrics: str,
+) -> int:
     """Start a sandbox."""
     from promsched.sandbox import launching
 
     history = None if history_minutes is None else history_minutes * 60.0
-    started = launching.up(directory, nodes=nodes, profiles_file=profiles, history=history, reuse=reuse)
+    started = launching.up(
+        directory, nodes=nodes, profiles_file=profiles, history=history, reuse=reuse, metrics=(metrics,)
+    )
     show(f"export KUBECONFIG={started.kubeconfig}")
     show(f"export PROMETHEUS_URL={started.prometheus_url}")
     return show(f"export PATH={started.state.bin_dir}:$PATH")

@@ -13,6 +13,7 @@ import shutil
 import ssl
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +24,10 @@ from promsched.sandbox.builds.components import KWOK_NODE_STAGES, SANDBOX_RELEAS
 from promsched.sandbox.control_plane import certifying, sizing
 from promsched.sandbox.control_plane.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
 from promsched.sandbox.control_plane.supervising import Report, Supervisor, free_port, http_ok, wait_until
-from promsched.sandbox.node_metrics import counters, monitoring
+from promsched.sandbox.node_metrics import counters, monitoring, victoria_metrics
 from promsched.sandbox.node_metrics.profiles import NodeSetup, load_profiles_file, parse_profiles
 
+# A default sandbox's; one with other metrics backends runs theirs instead of Prometheus (_components).
 COMPONENTS = (
     "etcd",
     "kube-apiserver",
@@ -123,12 +125,15 @@ def up(
     history: float | None = None,
     report: Report = _print,
     reuse: bool = False,
+    metrics: Sequence[str] = (monitoring.PROMETHEUS,),
 ) -> Sandbox:
     """Start a sandbox in `directory`; returns once every component is ready.
 
     `history` is the seconds of metric history backfilled before Prometheus starts (default by size).
     With `reuse`, a sandbox already up there with every component running is returned as it is (its
-    nodes and loads unchanged).
+    nodes and loads unchanged). `metrics` names the metrics backends (monitoring.BACKEND_NAMES) that
+    scrape the exporters: the first serves PROMETHEUS_URL, the others run beside it (see
+    `monitoring.metrics_url`).
     """
     started_at = time.monotonic()
     directory = directory.resolve()
@@ -145,14 +150,21 @@ def up(
         )
     if nodes < 1:
         raise SandboxError("--nodes must be at least 1")
+    unknown = [name for name in metrics if name not in monitoring.BACKEND_NAMES]
+    if unknown or not metrics or len(set(metrics)) < len(metrics):
+        choices = ", ".join(monitoring.BACKEND_NAMES)
+        raise SandboxError(f"--metrics takes each of {choices} at most once, not {', '.join(metrics)}")
     node_names = [f"node-{i}" for i in range(nodes)]
     setups = (
         load_profiles_file(profiles_file, node_names) if profiles_file else parse_profiles({}, node_names)
     )
 
     bin_dir = installing.install(report, only=SANDBOX_UP_BINARIES)
+    victoria_bin = (
+        installing.install_victoriametrics(report) if monitoring.VICTORIAMETRICS in metrics else None
+    )
     # A previous sandbox's data would be a different cluster with stale nodes and leases.
-    for leftover in ("etcd", "prometheus-data", "pki", "logs", "pids"):
+    for leftover in ("etcd", "prometheus-data", victoria_metrics.DATA_DIR, "pki", "logs", "pids"):
         shutil.rmtree(directory / leftover, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     ports = {
@@ -165,7 +177,7 @@ def up(
             "kwok",
             "exporter",
             "node_exporter",
-            "prometheus",
+            *monitoring.port_names(metrics),
         )
     }
     state = SandboxState(str(directory), str(bin_dir), SANDBOX_RELEASE, node_names, ports)
@@ -176,7 +188,9 @@ def up(
         _start_control_plane(sandbox, supervisor, pki, report)
         _start_nodes(sandbox, supervisor, setups, report)
         history_seconds = monitoring.default_history(nodes) if history is None else history
-        metrics_ready_at = monitoring.start_metrics(sandbox, supervisor, setups, history_seconds, report)
+        metrics_ready_at = monitoring.start_metrics(
+            sandbox, supervisor, setups, history_seconds, report, metrics, victoria_bin
+        )
     except BaseException:
         report("start-up failed; stopping what was started")
         supervisor.stop_all(report)
@@ -193,7 +207,7 @@ def up(
 
 def _reusable(directory: Path, live: list[str]) -> Sandbox:
     """The sandbox up in `directory`, when every component runs and its start-up has finished."""
-    missing = [name for name in COMPONENTS if name not in live]
+    missing = [name for name in _components(live) if name not in live]
     if not missing and (directory / "sandbox.json").exists():
         return Sandbox.load(directory)
     why = f"{', '.join(missing)} not running" if missing else "it is still starting"
@@ -340,6 +354,15 @@ def _start_nodes(
     report(f"  {len(names)} node(s) Ready in {time.monotonic() - started_at:.0f}s")
 
 
+def _components(recorded: list[str]) -> tuple[str, ...]:
+    """Every sandbox's components, then those of the metrics backends it started (Prometheus when it
+    started none yet)."""
+    backends = monitoring.backends_of(recorded) or [monitoring.PROMETHEUS]
+    every = tuple(name for names in monitoring.BACKEND_PROCESSES.values() for name in names)
+    common = tuple(name for name in COMPONENTS if name not in every)
+    return common + tuple(name for b in backends for name in monitoring.BACKEND_PROCESSES[b])
+
+
 @dataclass(frozen=True)
 class ComponentStatus:
     name: str
@@ -351,7 +374,7 @@ def status(directory: Path = DEFAULT_DIR) -> list[ComponentStatus]:
     supervisor = Supervisor(directory.resolve())
     recorded = {p.name: p for p in supervisor.recorded()}
     rows = []
-    for name in COMPONENTS:
+    for name in _components(list(recorded)):
         process = recorded.get(name)
         rows.append(
             ComponentStatus(name, process.pid if process else None, bool(process and process.alive()))

@@ -140,7 +140,12 @@ def test_the_build_context_holds_only_what_the_image_needs() -> None:
 def test_the_sandboxs_go_modules_stay_out_of_the_image() -> None:
     # They are package data for an install from the repository (`promsched sandbox install` builds them)...
     gomod = REPO / "operator" / "promsched" / "sandbox" / "builds" / "gomod"
-    assert sorted(path.parent.name for path in gomod.glob("*/go.mod")) == ["etcd", "kubernetes", "trimaran"]
+    assert sorted(path.parent.name for path in gomod.glob("*/go.mod")) == [
+        "etcd",
+        "kubernetes",
+        "trimaran",
+        "victoriametrics",
+    ]
     assert "sandbox/builds/gomod/*/go.mod" in PYPROJECT["tool"]["setuptools"]["package-data"]["promsched"]
 
     # ...but never reach the image's build context, so its wheel has none.

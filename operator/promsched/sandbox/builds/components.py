@@ -23,6 +23,10 @@ NODE_EXPORTER_DEBIAN = "1.5.0-1+b6"
 SCHEDULER_PLUGINS_VERSION = "v0.35.4-devel"
 SCHEDULER_PLUGINS_KUBERNETES = "v1.35.4"
 TRIMARAN_BINARY = "trimaran-scheduler"
+# VictoriaMetrics single-node and vmalert, `promsched sandbox up --metrics victoriametrics`'s backend:
+# the last release of the module the proxy serves that builds with the sandbox's Go (see
+# gomod/victoriametrics).
+VICTORIAMETRICS_VERSION = "v1.151.0"
 
 SANDBOX_RELEASE = f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-helm-{HELM_VERSION}"
 GOMOD_DIR = Path(__file__).parent / "gomod"
@@ -45,6 +49,11 @@ def trimaran_bin_dir() -> Path:
     """Trimaran's own folder, named after its pin: a new pin builds anew without touching the sandbox's
     binaries (nor a sandbox's start, which never needs Trimaran)."""
     return cache_root() / f"scheduler-plugins-{SCHEDULER_PLUGINS_VERSION}" / "bin"
+
+
+def victoriametrics_bin_dir() -> Path:
+    """VictoriaMetrics' own folder, named after its pin, as Trimaran's is."""
+    return cache_root() / f"victoriametrics-{VICTORIAMETRICS_VERSION}" / "bin"
 
 
 def _kube_ldflags(version: str = KUBERNETES_VERSION) -> list[str]:
@@ -134,6 +143,21 @@ TRIMARAN_BUILD = GoBuild(
     module_dir=GOMOD_DIR / "trimaran",
 )
 
+VICTORIAMETRICS_BINARIES = ("victoria-metrics", "vmalert")
+# Each command reports the version it was stamped with (`-version`, /api/v1/status/buildinfo).
+VICTORIAMETRICS_BUILDS = tuple(
+    GoBuild(
+        label=f"{name} {VICTORIAMETRICS_VERSION}",
+        binary=name,
+        package=f"github.com/VictoriaMetrics/VictoriaMetrics/app/{name}",
+        ldflags=(
+            "-X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version="
+            f"{name}-promsched-tags-{VICTORIAMETRICS_VERSION}",
+        ),
+        module_dir=GOMOD_DIR / "victoriametrics",
+    )
+    for name in VICTORIAMETRICS_BINARIES
+)
 
 # kwok's own node stages, read from its module at KWOK_VERSION. kwok v0.7.0 picks its default node
 # heartbeat the wrong way round (with node leases on it rewrites every node's status every 20-45 s, as

@@ -26,10 +26,12 @@ from promsched.sandbox.builds.components import (
     KWOK_NODE_STAGE_FILES,
     KWOK_NODE_STAGES,
     TRIMARAN_BUILD,
+    VICTORIAMETRICS_BUILDS,
     DebianPackage,
     GoBuild,
     bin_dir,
     trimaran_bin_dir,
+    victoriametrics_bin_dir,
 )
 from promsched.sandbox.builds.reporting import BuildProgress, ProgressPrinter
 
@@ -205,11 +207,21 @@ def install(report: Report = _print, only: Collection[str] | None = None) -> Pat
     return target
 
 
+def _install_apart(builds: tuple[GoBuild, ...], target: Path, report: Report) -> Path:
+    for build in builds:
+        if is_built(build, target):
+            report(f"  {build.label}: cached")
+        else:
+            build_go(build, target, report)
+    return target
+
+
 def install_trimaran(report: Report = _print) -> Path:
     """Build Trimaran (see `components.TRIMARAN_BUILD`) unless cached; returns the folder holding it."""
-    target = trimaran_bin_dir()
-    if is_built(TRIMARAN_BUILD, target):
-        report(f"  {TRIMARAN_BUILD.label}: cached")
-    else:
-        build_go(TRIMARAN_BUILD, target, report)
-    return target
+    return _install_apart((TRIMARAN_BUILD,), trimaran_bin_dir(), report)
+
+
+def install_victoriametrics(report: Report = _print) -> Path:
+    """Build VictoriaMetrics single-node and vmalert (see `components.VICTORIAMETRICS_BUILDS`) unless
+    cached; returns the folder holding them."""
+    return _install_apart(VICTORIAMETRICS_BUILDS, victoriametrics_bin_dir(), report)

@@ -11,13 +11,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from promsched.sandbox.control_plane.clusters import Sandbox, SandboxError, SandboxState
-from promsched.sandbox.control_plane.supervising import Report, Supervisor, http_ok, wait_until
-from promsched.sandbox.node_metrics import exporting, recording_rules
+from promsched.sandbox.control_plane.supervising import Process, Report, Supervisor, http_ok, wait_until
+from promsched.sandbox.node_metrics import exporting, recording_rules, victoria_metrics
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 
 SCRAPE_SECONDS = 2
@@ -25,6 +26,33 @@ SCRAPE_SECONDS = 2
 # measured on 2 busy cores); live samples are accepted from its end on.
 HISTORY_LEAD_SECONDS = 15.0
 RULES_FILE = "recording-rules.yml"  # in the sandbox folder: the node rules Trimaran's load-watcher reads
+PROMETHEUS = "prometheus"
+VICTORIAMETRICS = "victoriametrics"
+BACKEND_NAMES = {PROMETHEUS: "Prometheus", VICTORIAMETRICS: "VictoriaMetrics with vmalert"}
+# The processes each backend runs, as the supervisor names them.
+BACKEND_PROCESSES = {
+    PROMETHEUS: ("prometheus",),
+    VICTORIAMETRICS: (victoria_metrics.SERVER, victoria_metrics.VMALERT),
+}
+
+
+def port_names(backends: Sequence[str]) -> list[str]:
+    """The ports the backends listen on. `prometheus` is the sandbox's query endpoint (its
+    PROMETHEUS_URL), served by the first backend; each backend also has its own, `metrics:<backend>`,
+    so that several can run beside each other on the same exporters (the same port for the first)."""
+    names = [f"metrics:{backend}" for backend in backends[1:]]
+    return ["prometheus", *names, *(["vmalert"] if VICTORIAMETRICS in backends else [])]
+
+
+def metrics_url(state: SandboxState, backend: str) -> str:
+    """Where `backend` answers the Prometheus HTTP API in the sandbox of `state`."""
+    port = state.ports.get(f"metrics:{backend}")
+    return state.prometheus_url if port is None else f"http://127.0.0.1:{port}"
+
+
+def backends_of(recorded: Sequence[str]) -> list[str]:
+    """The backends whose processes are among the `recorded` process names, in their order."""
+    return [backend for backend, names in BACKEND_PROCESSES.items() if names[0] in recorded]
 
 
 def default_history(nodes: int) -> float:
@@ -65,24 +93,81 @@ def nodes_with_recorded_load(url: str) -> set[str]:
     return {str(labels["instance"]) for labels in (s["metric"] for s in series) if isinstance(labels, dict)}
 
 
-def _backfill(
+def _write_history(
     directory: Path, profiles: dict[str, LoadProfile], origin: float, since: float, until: float
-) -> None:
-    backfill = directory / "history.om"
-    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, backfill, origin)
-    command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(backfill)]
-    result = subprocess.run(
-        [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
+) -> Path:
+    path = directory / f"history-{since:.0f}.om"
+    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, path, origin)
+    return path
+
+
+def _backfill_prometheus(directory: Path, history: list[Path]) -> None:
+    for path in history:
+        command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(path)]
+        result = subprocess.run(
+            [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
+
+
+def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor, history: list[Path]) -> Process:
+    directory = sandbox.directory
+    _backfill_prometheus(directory, history)
+    (directory / "prometheus.yml").write_text(
+        yaml.safe_dump(_prometheus_config(sandbox.state), sort_keys=False)
     )
-    backfill.unlink()
-    if result.returncode != 0:
-        raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
+    url = metrics_url(sandbox.state, PROMETHEUS)
+    prometheus = supervisor.spawn(
+        "prometheus",
+        [
+            "prometheus",
+            f"--config.file={directory / 'prometheus.yml'}",
+            f"--storage.tsdb.path={directory / 'prometheus-data'}",
+            f"--web.listen-address={url.removeprefix('http://')}",
+            "--storage.tsdb.retention.time=2h",
+            "--log.level=warn",
+        ],
+    )
+    wait_until("Prometheus /-/ready", lambda: http_ok(f"{url}/-/ready"), 60, prometheus, supervisor)
+    return prometheus
+
+
+def _start_victoria_metrics(
+    sandbox: Sandbox, supervisor: Supervisor, history: list[Path], bin_dir: Path
+) -> Process:
+    directory = sandbox.directory
+    config = _prometheus_config(sandbox.state)
+    scrape_configs = config["scrape_configs"]
+    assert isinstance(scrape_configs, list)
+    victoria_metrics.write_scrape_config(
+        directory, victoria_metrics.scrape_config(f"{SCRAPE_SECONDS}s", scrape_configs)
+    )
+    url = metrics_url(sandbox.state, VICTORIAMETRICS)
+    port = int(url.rpartition(":")[2])
+    server = victoria_metrics.start_server(supervisor, bin_dir, directory, port)
+    wait_until("VictoriaMetrics /health", lambda: http_ok(f"{url}/health"), 60, server, supervisor)
+    victoria_metrics.import_history(url, history)
+    # Rules are evaluated once the history is in, so none is recorded over the gap before it.
+    vmalert = victoria_metrics.start_vmalert(
+        supervisor, bin_dir, directory / RULES_FILE, url, sandbox.state.ports["vmalert"], SCRAPE_SECONDS
+    )
+    vmalert_url = f"http://127.0.0.1:{sandbox.state.ports['vmalert']}"
+    wait_until("vmalert /health", lambda: http_ok(f"{vmalert_url}/health"), 60, vmalert, supervisor)
+    return server
 
 
 def start_metrics(
-    sandbox: Sandbox, supervisor: Supervisor, setups: dict[str, NodeSetup], history: float, report: Report
+    sandbox: Sandbox,
+    supervisor: Supervisor,
+    setups: dict[str, NodeSetup],
+    history: float,
+    report: Report,
+    backends: Sequence[str] = (PROMETHEUS,),
+    victoria_metrics_bin: Path | None = None,
 ) -> float:
-    """Start the metrics pipeline; returns the time of the first live scrape after the history.
+    """Start the metrics pipeline with each of `backends` scraping the same exporters (see
+    `port_names`); returns the time of the first live scrape after the history, in the first backend.
 
     rate() extrapolates to a window's edges only when the nearest sample is within 1.1 scrape intervals
     of the edge; otherwise by half an interval, and a counter's rate reads low. So the backfilled
@@ -92,20 +177,22 @@ def start_metrics(
     state = sandbox.state
     directory = sandbox.directory
     report(
-        f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, Prometheus"
+        f"  {history / 60:.0f} minute(s) of metric history, node-metrics exporter, node_exporter, "
+        + ", ".join(BACKEND_NAMES[backend] for backend in backends)
     )
     (directory / "profiles.json").write_text(json.dumps({n: s.load.as_dict() for n, s in setups.items()}))
     history_end = time.time()
     since = history_end - history
+    pieces: list[Path] = []
     if history > 0:
         profiles = {n: s.load for n, s in setups.items()}
-        _backfill(directory, profiles, since, since, history_end)
-        # The history runs on past Prometheus' first scrape (the counters are a function of time, so
+        pieces.append(_write_history(directory, profiles, since, since, history_end))
+        # The history runs on past the backends' first scrape (the counters are a function of time, so
         # samples written ahead equal what the exporter will serve): a gap between the history and the
-        # live samples would make rate() read low over every window that starts in it. Prometheus
-        # starts about as slowly as the backfill was written, so that time is added to the lead.
-        tail_end = time.time() + HISTORY_LEAD_SECONDS + (time.time() - history_end)
-        _backfill(directory, profiles, since, history_end, tail_end)
+        # live samples would make rate() read low over every window that starts in it. A backend starts
+        # about as slowly as the history was written, so that time is added to the lead.
+        tail_end = time.time() + HISTORY_LEAD_SECONDS + len(backends) * (time.time() - history_end)
+        pieces.append(_write_history(directory, profiles, since, history_end, tail_end))
         history_end = tail_end
     exporter = supervisor.spawn(
         "exporter",
@@ -129,18 +216,6 @@ def start_metrics(
         ],
     )
     (directory / RULES_FILE).write_text(yaml.safe_dump(recording_rules.rule_groups(), sort_keys=False))
-    (directory / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(state), sort_keys=False))
-    prometheus = supervisor.spawn(
-        "prometheus",
-        [
-            "prometheus",
-            f"--config.file={directory / 'prometheus.yml'}",
-            f"--storage.tsdb.path={directory / 'prometheus-data'}",
-            f"--web.listen-address=127.0.0.1:{state.ports['prometheus']}",
-            "--storage.tsdb.retention.time=2h",
-            "--log.level=warn",
-        ],
-    )
     wait_until(
         "the node-metrics exporter",
         lambda: http_ok(f"{state.exporter_url}/profiles"),
@@ -155,24 +230,39 @@ def start_metrics(
         node_exporter,
         supervisor,
     )
-    wait_until(
-        "Prometheus /-/ready", lambda: http_ok(f"{state.prometheus_url}/-/ready"), 60, prometheus, supervisor
-    )
+    servers: dict[str, Process] = {}
+    try:
+        for backend in backends:
+            if backend == VICTORIAMETRICS:
+                assert victoria_metrics_bin is not None, "VictoriaMetrics is built by the launcher"
+                servers[backend] = _start_victoria_metrics(sandbox, supervisor, pieces, victoria_metrics_bin)
+            else:
+                servers[backend] = _start_prometheus(sandbox, supervisor, pieces)
+    finally:
+        for piece in pieces:
+            piece.unlink()
     count = len(state.node_names)
+    stamps = {
+        backend: _wait_live(metrics_url(state, backend), server, supervisor, history_end, count)
+        for backend, server in servers.items()
+    }
+    return stamps[backends[0]]
+
+
+def _wait_live(url: str, server: Process, supervisor: Supervisor, history_end: float, count: int) -> float:
+    """Waits for every node's live samples in the backend at `url`; returns their newest timestamp."""
     idle = f'node_cpu_seconds_total{{job="{exporting.JOB}",cpu="0",mode="idle"}}'
 
     def scraped_live() -> bool:
         # The backfilled history alone already yields rates, so wait for a scrape newer than it, and
         # for rates of every node (a sandbox without history needs two scrapes for those).
-        live = _prometheus_query(state.prometheus_url, f"timestamp({idle}) > {history_end:.3f}")
-        rates = _prometheus_query(state.prometheus_url, f"rate({idle}[1m])")
+        live = _prometheus_query(url, f"timestamp({idle}) > {history_end:.3f}")
+        rates = _prometheus_query(url, f"rate({idle}[1m])")
         return len(live) == count and len(rates) == count
 
-    wait_until(
-        f"live metrics in Prometheus for {count} node(s)", scraped_live, 90, prometheus, supervisor, 0.5
-    )
+    wait_until(f"live metrics at {url} for {count} node(s)", scraped_live, 90, server, supervisor, 0.5)
     # One target serves every node, so their newest samples share one timestamp.
-    (newest,) = _prometheus_query(state.prometheus_url, f"min(timestamp({idle}))")
+    (newest,) = _prometheus_query(url, f"min(timestamp({idle}))")
     stamp = newest["value"]
     assert isinstance(stamp, list)
     return float(stamp[1])
