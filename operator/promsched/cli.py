@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+from click.shell_completion import ShellComplete
 
 from promsched import __version__
 from promsched.commands.inspecting import PLUGIN_COMMANDS
@@ -118,6 +119,18 @@ def _usage_error(error: click.UsageError) -> None:
 def kubectl_main() -> int:
     """`kubectl promsched ...`: kubectl runs `kubectl-promsched` from PATH with the arguments after it."""
     return main(prog=PLUGIN_PROGRAM, group=kubectl_promsched)
+
+
+def kubectl_complete() -> int:
+    """`kubectl_complete-promsched`: kubectl (1.26 and later) runs it from PATH to complete `kubectl promsched
+    ...`, with the words after `promsched`, the last one the word being completed; it reads Cobra's answer,
+    a completion a line, then `:4` (no file names)."""
+    *args, incomplete = sys.argv[1:] or [""]
+    completer = ShellComplete(kubectl_promsched, {}, PLUGIN_PROGRAM, "_KUBECTL_PROMSCHED_COMPLETE")
+    for item in completer.get_completions(args, incomplete):
+        click.echo(f"{item.value}\t{item.help}" if item.help else item.value)
+    click.echo(":4")
+    return 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def explain(
     from promsched.operating.inspecting import explain_pod
 
     found = explain_pod(kubeconfig, pod, namespace=namespace, context=context, output=output, screen=screen())
-    return show(asyncio.run(found))
+    return show(asyncio.run(found), output)
 
 
 @click.command()
@@ -84,7 +84,7 @@ def score(
     ranked = score_policy(
         kubeconfig, policy_file, pod_file, prometheus_url, context=context, output=output, screen=screen()
     )
-    return show(asyncio.run(ranked))
+    return show(asyncio.run(ranked), output)
 
 
 @click.command()
@@ -96,9 +96,8 @@ def status(kubeconfig: Path | None, context: str | None, output: str, policies: 
     unschedulable and why, and the rebalance state, from its status."""
     from promsched.operating.summaries import policies_status
 
-    return show(
-        asyncio.run(policies_status(kubeconfig, policies, context=context, output=output, screen=screen()))
-    )
+    shown = policies_status(kubeconfig, policies, context=context, output=output, screen=screen())
+    return show(asyncio.run(shown), output)
 
 
 @click.command()

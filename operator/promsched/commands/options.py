@@ -99,9 +99,10 @@ def complete_policies(ctx: click.Context, _param: click.Parameter, incomplete: s
     return [CompletionItem(name) for name in cluster_names(ctx, names, incomplete)]
 
 
-def show(text: str) -> int:
-    """Print a command's result; on a terminal it may hold colour, which click drops in a pipe."""
-    click.echo(text)
+def show(text: str, output: str = TABLE) -> int:
+    """Print a command's result; on a terminal it may hold colour, which click drops in a pipe. As
+    kubectl's, a jsonpath's text ends where the template ends: no newline is added."""
+    click.echo(text, nl=not output.startswith(JSONPATH_PREFIX))
     return 0
 
 

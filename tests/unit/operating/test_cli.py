@@ -122,7 +122,7 @@ def test_explain_finds_the_pod_in_its_namespace(
     cluster: FakeSender, arguments: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["explain", *arguments, "-o", "jsonpath={.pod} on {.decision.node}"]) == 0
-    assert capsys.readouterr().out == "shop/web-0 on node-1\n"
+    assert capsys.readouterr().out == "shop/web-0 on node-1"  # as kubectl's: no newline added
 
 
 def test_a_jsonpath_the_document_cannot_follow_is_one_clean_line(
@@ -223,6 +223,17 @@ def test_zsh_and_fish_scripts_are_generated(shell: str, capsys: pytest.CaptureFi
     assert "_PROMSCHED_COMPLETE" in capsys.readouterr().out
     assert cli.main(["completion", shell], prog=cli.PLUGIN_PROGRAM, group=cli.kubectl_promsched) == 0
     assert "_KUBECTL_PROMSCHED_COMPLETE" in capsys.readouterr().out
+
+
+def test_kubectls_plugin_completion_gets_cobras_answer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["kubectl_complete-promsched", "explain", "-o", "j"])
+    assert cli.kubectl_complete() == 0
+    assert capsys.readouterr().out == "json\njsonpath=\n:4\n"
+    monkeypatch.setattr(sys, "argv", ["kubectl_complete-promsched", "r"])
+    assert cli.kubectl_complete() == 0
+    assert capsys.readouterr().out == ":4\n"  # run is not the plugin's
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -58,6 +58,10 @@ def test_the_manifest_is_a_krew_plugin_for_the_archive_it_names(archive: Path) -
     assert spec["homepage"] == HOMEPAGE
     assert spec["shortDescription"]
     assert spec["description"]
+    # It names the plugin's commands and none it does not carry.
+    assert all(f"`{name}`" in spec["description"] for name in ("score", "status", "completion"))
+    assert "kubectl promsched explain" in spec["description"]
+    assert "convert" not in spec["description"]
     assert "python3.11" in spec["caveats"]
     (platform,) = spec["platforms"]
     assert platform["selector"] == {"matchLabels": {"os": "linux", "arch": "amd64"}}

@@ -210,9 +210,12 @@ def krew_manifest(version: str, archive: Path, release_url: str, homepage: str) 
             "shortDescription": "Explain and score promsched's pod placements",
             "description": (
                 "promsched is a load-aware Kubernetes secondary scheduler that places pods by live\n"
-                "Prometheus node metrics. This plugin runs its command line as `kubectl promsched`:\n"
-                "`explain` says why a pod went where it did, `score` ranks the nodes for a policy now,\n"
-                "`convert` turns a KubeSchedulerConfiguration into SchedulingPolicies.\n"
+                "Prometheus node metrics. This plugin carries what a user runs against a cluster:\n"
+                "`kubectl promsched explain -n NS POD` says why a pod went where it did, `score` ranks\n"
+                "the nodes for a policy file now (binds nothing), `status` shows each policy's mode,\n"
+                "readiness, last decisions, unschedulable pods and rebalancing; `completion` prints a\n"
+                "bash, zsh or fish completion script. kubectl's own flags go after the command:\n"
+                "`kubectl promsched explain --context prod -n shop web-0`.\n"
             ),
             "caveats": (
                 f"This plugin is Python: it runs python{PLUGIN_PYTHON}, which must be on PATH (Debian 12's\n"
