@@ -21,6 +21,7 @@ import yaml
 
 from promsched.sandbox.builds import installing
 from promsched.sandbox.builds.components import KWOK_NODE_STAGES, SANDBOX_RELEASE, SANDBOX_UP_BINARIES
+from promsched.sandbox.builds.reporting import CountProgress
 from promsched.sandbox.control_plane import certifying, sizing
 from promsched.sandbox.control_plane.clusters import DEFAULT_DIR, Sandbox, SandboxError, SandboxState
 from promsched.sandbox.control_plane.supervising import Report, Supervisor, free_port, http_ok, wait_until
@@ -343,14 +344,15 @@ def _start_nodes(
         ],
     )
     started_at = time.monotonic()
-    wait_until(
-        f"{len(names)} Ready node(s) without not-ready taints",
-        lambda: _ready_nodes(sandbox) == len(names),
-        sizing.ready_deadline_seconds(len(names)),
-        kwok,
-        supervisor,
-        interval=sizing.ready_poll_seconds(len(names)),
-    )
+    with CountProgress("node(s) Ready", len(names), report) as ready:
+        wait_until(
+            f"{len(names)} Ready node(s) without not-ready taints",
+            lambda: ready.update(_ready_nodes(sandbox)) == len(names),
+            sizing.ready_deadline_seconds(len(names)),
+            kwok,
+            supervisor,
+            interval=sizing.ready_poll_seconds(len(names)),
+        )
     report(f"  {len(names)} node(s) Ready in {time.monotonic() - started_at:.0f}s")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from promsched.sandbox.builds.installing import run_with_progress
-from promsched.sandbox.builds.reporting import BuildProgress, ProgressPrinter
+from promsched.sandbox.builds.reporting import BuildProgress, CountProgress, ProgressPrinter
 from support.clocks import Clock
 
 GO_OUTPUT = """\
@@ -115,3 +115,25 @@ def test_a_running_build_is_reported_while_it_runs_and_its_output_drained(tmp_pa
     assert returncode == 2
     assert (progress.downloads, progress.packages) == (2, 3)
     assert "fake: 0m0" in out.getvalue()
+
+
+def test_a_count_is_a_bar_on_a_terminal_and_a_line_every_10_s_elsewhere() -> None:
+    clock = Clock(0.0)
+    lines: list[str] = []
+    with CountProgress(
+        "node(s) Ready", 1000, lines.append, io.StringIO(), terminal=False, clock=clock
+    ) as ready:
+        assert ready.update(10) == 10
+        clock.now += 10
+        ready.update(400)
+        clock.now += 5
+        ready.update(700)
+    assert lines == ["  node(s) Ready: 400/1000"]  # nothing before 10 s, then once per 10 s
+
+    screen = io.StringIO()
+    with CountProgress("node(s) Ready", 1000, lines.append, screen, terminal=True) as ready:
+        ready.update(400)
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "node(s) Ready" in drawn
+    assert "400/1000" in drawn
+    assert lines == ["  node(s) Ready: 400/1000"]  # the bar, not lines

@@ -20,6 +20,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     SpinnerColumn,
@@ -39,9 +40,11 @@ PLAIN_INTERVAL = 10.0
 TERMINAL_INTERVAL = 1.0
 
 
-def console_for(stream: TextIO) -> Console:
+def console_for(stream: TextIO, terminal: bool | None = None) -> Console:
     """A console for `stream` that redraws only on an interactive terminal, and not in CI, whose logs
-    would keep every redraw (rich alone knows no CI)."""
+    would keep every redraw (rich alone knows no CI); `terminal` forces one way or the other."""
+    if terminal is not None:
+        return Console(file=stream, force_terminal=terminal, force_interactive=terminal)
     return Console(file=stream, force_interactive=False if os.environ.get("CI") else None)
 
 
@@ -95,11 +98,7 @@ class ProgressPrinter:
 
     def __init__(self, stream: TextIO = sys.stderr, *, terminal: bool | None = None) -> None:
         self.stream = stream
-        self.console = (
-            console_for(stream)
-            if terminal is None
-            else Console(file=stream, force_terminal=terminal, force_interactive=terminal)
-        )
+        self.console = console_for(stream, terminal)
         self.terminal = self.console.is_interactive
         self.interval = TERMINAL_INTERVAL if self.terminal else PLAIN_INTERVAL
         self._bar: Progress | None = None
@@ -131,3 +130,56 @@ class ProgressPrinter:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class CountProgress:
+    """How many of `total` things are done so far (nodes Ready, say): a bar on a terminal, gone once done;
+    elsewhere a plain line to `report` every 10 s, so a short wait says nothing and a long one how far
+    it is."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        report: Callable[[str], None],
+        stream: TextIO = sys.stderr,
+        *,
+        terminal: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label, self.total, self.report, self.clock = label, total, report, clock
+        console = console_for(stream, terminal)
+        self._bar: Progress | None = None
+        if console.is_interactive:
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn(label, markup=False),
+                BarColumn(bar_width=30),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                auto_refresh=False,
+                transient=True,
+            )
+        self._task = TaskID(0)
+        self._shown = clock()
+
+    def __enter__(self) -> CountProgress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def update(self, done: int) -> int:
+        """Show `done`, and give it back (for use inside a wait's condition)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done)
+            self._bar.refresh()
+        elif self.clock() - self._shown >= PLAIN_INTERVAL:
+            self._shown = self.clock()
+            self.report(f"  {self.label}: {done}/{self.total}")
+        return done
