@@ -98,7 +98,7 @@ nothing scrapes the operator: PromschedNoLeader, an absent() alert, would fire f
 {{- end -}}
 
 {{/* The Secrets the operator may read, as JSON {namespace: [names]}: prometheus.secretRefs plus those the
-default policy names. */}}
+default policy names (in auth and headers). */}}
 {{- define "promsched.secretsByNamespace" -}}
 {{- $refs := .Values.prometheus.secretRefs -}}
 {{- if .Values.defaultPolicy.enabled -}}
@@ -107,6 +107,9 @@ default policy names. */}}
 {{- with get $auth $field -}}
 {{- $refs = append $refs (dict "namespace" .namespace "name" .name) -}}
 {{- end -}}
+{{- end -}}
+{{- range .Values.defaultPolicy.spec.prometheus.headers | default list -}}
+{{- $refs = append $refs (dict "namespace" .valueFrom.namespace "name" .valueFrom.name) -}}
 {{- end -}}
 {{- end -}}
 {{- $byNamespace := dict -}}

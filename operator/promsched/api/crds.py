@@ -129,6 +129,35 @@ _HOT_PAST_PLACEMENT = (
 )
 
 
+def _header_rules() -> list[dict[str, str]]:
+    """The model's checks of `headers` (PrometheusSpec._headers_of_our_own) as CEL."""
+    reserved = ", ".join(_cel_string(name) for name in sorted(policies.RESERVED_HEADERS))
+    return [
+        _rule(
+            "!has(self.headers) || self.headers.all(h, "
+            "self.headers.exists_one(g, g.name.lowerAscii() == h.name.lowerAscii()))",
+            "spec.prometheus.headers: each name at most once (names ignore case)",
+            ".headers",
+            "FieldValueDuplicate",
+        ),
+        _rule(
+            f"!has(self.headers) || self.headers.all(h, !(h.name.lowerAscii() in [{reserved}]))",
+            "spec.prometheus.headers: Accept, Accept-Encoding, Connection, Content-Length, Content-Type, "
+            "Host and Transfer-Encoding are set by promsched's HTTP client itself",
+            ".headers",
+            "FieldValueForbidden",
+        ),
+        _rule(
+            "!has(self.headers) || !has(self.auth) || "
+            "!(has(self.auth.bearerToken) || has(self.auth.basicAuth)) || "
+            "!self.headers.exists(h, h.name.lowerAscii() == 'authorization')",
+            "spec.prometheus.headers: Authorization is set by auth.bearerToken or auth.basicAuth; set one",
+            ".headers",
+            "FieldValueForbidden",
+        ),
+    ]
+
+
 def _plugin_rules() -> list[dict[str, str]]:
     rules = [
         _rule(
@@ -217,6 +246,7 @@ _MODEL_RULES: dict[str, list[dict[str, str]]] = {
         _duration_at_least(
             "timeout", "0s", True, "spec.prometheus.timeout must be longer than 0s; e.g. timeout: 5s"
         ),
+        *_header_rules(),
     ],
     Estimation.__name__: [
         _duration_at_least(

@@ -98,6 +98,23 @@ class PrometheusAuth(SpecModel):
         return self
 
 
+# Headers the HTTP client sets itself, or whose meaning is the request's framing: never from a Secret.
+RESERVED_HEADERS = frozenset(
+    {"accept", "accept-encoding", "connection", "content-length", "content-type", "host", "transfer-encoding"}
+)
+HEADER_NAME_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"  # an HTTP token (RFC 9110)
+
+
+class PrometheusHeader(SpecModel):
+    """One HTTP header sent with every query, its value read from a Secret (e.g. Mimir's
+    X-Scope-OrgID, or a proxy's own token)."""
+
+    name: str = Field(
+        min_length=1, max_length=128, pattern=HEADER_NAME_PATTERN, description="The header's name."
+    )
+    value_from: SecretKeyRef = Field(description="Secret key holding the header's value.")
+
+
 class PrometheusSpec(SpecModel):
     """The Prometheus server whose node metrics drive scoring."""
 
@@ -108,11 +125,33 @@ class PrometheusSpec(SpecModel):
     )
     timeout: Duration = Field("5s", description="Timeout of one Prometheus query (Go duration).")
     auth: PrometheusAuth | None = Field(None, description="Credentials and TLS settings; none by default.")
+    headers: list[PrometheusHeader] | None = Field(
+        None,
+        max_length=8,
+        description="HTTP headers sent with every query, each value from a Secret, read again before each "
+        "query as the credentials are: e.g. X-Scope-OrgID for Grafana Mimir or Cortex. Not the headers "
+        "the client sets itself (Accept, Content-Type, Host, ...), nor Authorization when auth sets a "
+        "credential.",
+    )
 
     @model_validator(mode="after")
     def _positive_timeout(self) -> PrometheusSpec:
         if self.timeout_seconds <= 0:
             raise ValueError("timeout must be longer than 0s")
+        return self
+
+    @model_validator(mode="after")
+    def _headers_of_our_own(self) -> PrometheusSpec:
+        names = [header.name.lower() for header in self.headers or ()]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"headers: {', '.join(repeated)} named more than once (names ignore case)")
+        reserved = sorted(set(names) & RESERVED_HEADERS)
+        if reserved:
+            raise ValueError(f"headers: {', '.join(reserved)} is set by promsched's HTTP client itself")
+        auth = self.auth
+        if "authorization" in names and auth is not None and (auth.bearer_token or auth.basic_auth):
+            raise ValueError("headers: Authorization is set by auth.bearerToken or auth.basicAuth; set one")
         return self
 
     @property

@@ -136,6 +136,12 @@ class PreflightQuery(StatusModel):
     )
     ok: bool = Field(description="Whether the query succeeded.")
     error: ShortText | None = Field(None, description="The error, when it failed.")
+    warnings: list[ShortText] | None = Field(
+        None,
+        max_length=5,
+        description="What the server warned of with its answer (Prometheus' warnings and infos, a partial "
+        "answer from Thanos or a VictoriaMetrics cluster): its values may be incomplete.",
+    )
 
 
 class MissingSeries(StatusModel):
@@ -159,6 +165,11 @@ class Preflight(StatusModel):
     """The result of checking every plugin query against Prometheus."""
 
     checked_at: datetime = Field(description="When the check ran.")
+    engine: ShortText | None = Field(
+        None,
+        description="The engine that answered, from its build info: e.g. Prometheus 2.42.0, VictoriaMetrics "
+        "v1.151.0, Thanos 0.39.2, Grafana Mimir 2.14.0.",
+    )
     queries: list[PreflightQuery] = Field(
         default_factory=list, max_length=20, description="Per-plugin results."
     )

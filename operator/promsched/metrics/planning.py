@@ -49,17 +49,22 @@ def plan_from_policy(spec: SchedulingPolicySpec) -> Plan:
 
 
 async def endpoint_from_policy(spec: PrometheusSpec, read_secret: SecretReader | None) -> PrometheusEndpoint:
-    """The endpoint for `spec.prometheus`. Tokens and passwords are read again before each query; the CA
-    is read now (apply the policy again to pick up a new one). ValueError if a CA does not load."""
-    auth = spec.auth
-    if auth is None:
-        return PrometheusEndpoint(url=spec.url, timeout_seconds=spec.timeout_seconds)
+    """The endpoint for `spec.prometheus`. Tokens, passwords and header values are read again before each
+    query; the CA is read now (apply the policy again to pick up a new one). ValueError if a CA does not
+    load, or Secrets are named without a reader."""
 
     def secret(namespace: str, name: str, key: str) -> SecretValue:
         if read_secret is None:
-            raise ValueError("spec.prometheus.auth refers to Secrets, but no Secret reader was given")
+            raise ValueError("spec.prometheus refers to Secrets, but no Secret reader was given")
         return SecretValue(read_secret, namespace, name, key)
 
+    headers = tuple(
+        (header.name, secret(header.value_from.namespace, header.value_from.name, header.value_from.key))
+        for header in spec.headers or ()
+    )
+    auth = spec.auth
+    if auth is None:
+        return PrometheusEndpoint(url=spec.url, timeout_seconds=spec.timeout_seconds, headers=headers)
     authorization: BearerAuth | BasicAuth | None = None
     if auth.bearer_token is not None:
         token = auth.bearer_token
@@ -75,6 +80,7 @@ async def endpoint_from_policy(spec: PrometheusSpec, read_secret: SecretReader |
         url=spec.url,
         timeout_seconds=spec.timeout_seconds,
         authorization=authorization,
+        headers=headers,
         ca_pem=ca_pem,
         insecure_skip_verify=auth.insecure_skip_verify,
     )

@@ -79,13 +79,20 @@ class BasicAuth:
         return "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
 
 
+SecretText = Callable[[], Awaitable[str]]
+
+
 @dataclass(frozen=True)
 class PrometheusEndpoint:
-    """Where and how to query; equal endpoints can share a client (the refresher compares them)."""
+    """Where and how to query; equal endpoints can share a client (the refresher compares them).
+
+    `headers` are sent with every request, each value read (a `SecretValue`) before each one.
+    """
 
     url: str
     timeout_seconds: float = 5.0
     authorization: BearerAuth | BasicAuth | None = None
+    headers: tuple[tuple[str, SecretText], ...] = ()
     ca_pem: str | None = None
     insecure_skip_verify: bool = False
     max_concurrent_queries: int = 8
@@ -161,14 +168,7 @@ class PrometheusClient:
         form = {"query": query, "timeout": promql.duration(self.endpoint.timeout_seconds)}
         if at is not None:
             form["time"] = f"{at:.3f}"
-        headers = {"Accept": "application/json", "Accept-Encoding": "gzip"}
-        if self.endpoint.authorization is not None:
-            try:
-                headers["Authorization"] = await self.endpoint.authorization.header()
-            except Exception as error:  # a missing or unreadable Secret is this query's failure
-                raise PrometheusError(
-                    f"cannot read the Prometheus credentials: {error}", query=query
-                ) from error
+        headers = await self.request_headers(query)
         try:
             async with self._get_session().post(
                 self._query_url, data=form, headers=headers, allow_redirects=False
@@ -187,6 +187,48 @@ class PrometheusClient:
         # Off the event loop: one node_exporter answer of a 5000-node cluster (~0.6 MB) takes tens of ms
         # to decode and parse, which would hold up every pod waiting to be scheduled.
         return await off_loop(_vector, status, body, query)
+
+    async def request_headers(self, query: str = "") -> dict[str, str]:
+        """The headers of a request: the endpoint's own (from Secrets) and its credentials. A missing or
+        unreadable Secret is the request's failure, a PrometheusError naming what could not be read."""
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip"}
+        for name, value in self.endpoint.headers:
+            try:
+                headers[name] = (await value()).strip()
+            except Exception as error:
+                raise PrometheusError(f"cannot read header {name}'s value: {error}", query=query) from error
+        if self.endpoint.authorization is not None:
+            try:
+                headers["Authorization"] = await self.endpoint.authorization.header()
+            except Exception as error:
+                raise PrometheusError(
+                    f"cannot read the Prometheus credentials: {error}", query=query
+                ) from error
+        return headers
+
+    async def get_json(self, path: str) -> dict[str, Any] | None:
+        """The JSON object at `path` (e.g. /api/v1/status/buildinfo) under the endpoint's deadline, or
+        None when the server has no such page (4xx) or answers something else; raises PrometheusError
+        when it cannot be reached."""
+        url = self.endpoint.url.rstrip("/") + path
+        headers = await self.request_headers(path)
+        try:
+            async with asyncio.timeout(self.endpoint.timeout_seconds):
+                async with self._get_session().get(url, headers=headers, allow_redirects=False) as response:
+                    body = await self._read_capped(response, path)
+                    status = response.status
+        except TimeoutError:
+            raise PrometheusTimeout(self.endpoint.timeout_seconds, query=path) from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
+            message = f"cannot reach Prometheus at {self.endpoint.url}: {error or type(error).__name__}"
+            raise PrometheusUnreachable(message, query=path) from error
+        if status != 200:
+            return None
+        try:
+            payload = orjson.loads(body)
+        except ValueError:
+            return None
+        return payload if isinstance(payload, dict) else None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -273,7 +315,11 @@ def _parse_vector(payload: dict[str, Any], query: str) -> QueryResult:
         except (KeyError, TypeError, ValueError, AttributeError):
             raise PrometheusBadResponse(f"malformed vector element: {str(item)[:200]}", query=query) from None
         (finite if math.isfinite(series.value) else non_finite).append(series)
-    warnings = payload.get("warnings") or []
+    # Prometheus' warnings and (3.x) infos, and a partial answer (VictoriaMetrics cluster's isPartial;
+    # Thanos says so in its warnings): each a reason not to trust the values as complete.
+    warnings = [*(payload.get("warnings") or []), *(payload.get("infos") or [])]
+    if payload.get("isPartial") is True:
+        warnings.append("partial response: some of the backend's storage nodes did not answer")
     return QueryResult(
         query=query,
         series=tuple(finite),
