@@ -145,15 +145,24 @@ bench-quiet: install-sandbox $(VENV)/.bench-installed
 	python -m bench.quiet --pods 2000 --park-minutes $(QUIET_PARK_MINUTES) --out bench/results $(QUIET_ARGS)
 
 # Placement quality (issue 15): one seeded trace of services and batch jobs whose pods use what they use,
-# replayed on one 100-node sandbox against promsched (examples/fewer-hot-nodes.yaml, estimation on, then off),
-# kube-scheduler and Trimaran (TargetLoadPacking, LoadVariationRiskBalancing); writes
-# bench/results/quality.{md,json} and quality-*.png.
-# About 5 x (QUALITY_MINUTES + 2) + 3 minutes of wall time on 2 cores.
+# replayed on one 100-node sandbox against promsched (examples/fewer-hot-nodes.yaml, estimation on, then off,
+# then on p90 over the window), kube-scheduler and Trimaran (TargetLoadPacking, LoadVariationRiskBalancing);
+# writes bench/results/quality.{md,json} and quality-*.png. About 6 x (QUALITY_MINUTES + 2) + 3 minutes of
+# wall time on 2 cores.
+# The scoreboard (issue 40): make bench-quality SEEDS=16,17,18 replays each seed's trace (each seed a
+# sandbox of its own, results in bench/results/seed-N/) and then, on the first seed, the outage scenario:
+# Prometheus stopped for QUALITY_OUTAGE_MINUTES mid-trace, for promsched, kube-scheduler and both Trimaran
+# plugins; writes bench/results/scoreboard.{md,json} (each seed's rows, the medians, the targets) and
+# scoreboard-hot-nodes.png. Per seed as above, plus 4 x (QUALITY_MINUTES + 2) minutes for the outage.
 QUALITY_MINUTES ?= 10
+QUALITY_NODES ?= 100
+QUALITY_OUTAGE_MINUTES ?= 3
+SEEDS ?=
 QUALITY_ARGS ?=
 .PHONY: bench-quality
 bench-quality: install-sandbox $(VENV)/.bench-installed
-	python -m bench.quality --nodes 100 --minutes $(QUALITY_MINUTES) --out bench/results $(QUALITY_ARGS)
+	python -m bench.quality --nodes $(QUALITY_NODES) --minutes $(QUALITY_MINUTES) \
+		$(if $(SEEDS),--seeds $(SEEDS) --outage-minutes $(QUALITY_OUTAGE_MINUTES)) --out bench/results $(QUALITY_ARGS)
 
 # Rebalancing (issue 20's proof): per seed of REBALANCE_SEEDS, one trace on a 50-node closed-loop sandbox,
 # replayed through promsched with spec.rebalance Off, then Enforce; a third of the services drift to 3x

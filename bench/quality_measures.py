@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promsched.api.annotations import DECISION_ANNOTATION
+
 Grid = dict[str, list[float]]
 
 CPU_HOT = 80.0  # percent of a node's CPU: the issue's hot node
@@ -90,16 +92,24 @@ def node_measures(cpu: Grid, memory: Grid, step: float) -> dict[str, float]:
 
 @dataclass
 class PodLives:
-    """When each pod of a run was first seen, bound (and where) and gone, in one clock's seconds."""
+    """When each pod of a run was first seen, bound (and where) and gone, in one clock's seconds; its
+    workload (its `app` label) and the decision promsched annotated it with, if any."""
 
     first_seen: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     node: dict[str, str] = field(default_factory=dict)
     gone: dict[str, float] = field(default_factory=dict)
+    workload: dict[str, str] = field(default_factory=dict)
+    decision: dict[str, str] = field(default_factory=dict)
 
     def observe(self, kind: str, pod: Mapping[str, Any], now: float) -> None:
-        name = str(pod["metadata"]["name"])
+        metadata = pod["metadata"]
+        name = str(metadata["name"])
         self.first_seen.setdefault(name, now)
+        if "app" in metadata.get("labels", {}):
+            self.workload[name] = str(metadata["labels"]["app"])
+        if DECISION_ANNOTATION in metadata.get("annotations", {}):
+            self.decision[name] = str(metadata["annotations"][DECISION_ANNOTATION])
         node = pod.get("spec", {}).get("nodeName")
         if node and name not in self.bound:
             self.bound[name] = now

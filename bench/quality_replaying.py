@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -95,11 +96,21 @@ async def _follow(
         await asyncio.sleep(0.5)
 
 
+async def _interrupt(delay: float, interruption: Callable[[], None]) -> None:
+    await asyncio.sleep(max(0.0, delay))
+    await asyncio.to_thread(interruption)
+
+
 async def replay(
-    credentials: Credentials, namespace: str, trace: Trace, scheduler_name: str
+    credentials: Credentials,
+    namespace: str,
+    trace: Trace,
+    scheduler_name: str,
+    interruptions: Sequence[tuple[float, Callable[[], None]]] = (),
 ) -> dict[str, Any]:
-    """Replay the trace in real time; returns the window (Unix seconds), the pods' lives and any failed
-    requests."""
+    """Replay the trace in real time, and run each of `interruptions` (seconds into the trace, a blocking
+    call such as stopping Prometheus) in a thread at its time; returns the window (Unix seconds), the
+    pods' lives and any failed requests."""
     lives = PodLives()
     errors: list[str] = []
     by_name = {workload.name: workload for workload in trace.workloads}
@@ -107,7 +118,10 @@ async def replay(
         follower = asyncio.create_task(_follow(session, client, namespace, lives))
         loop = asyncio.get_running_loop()
         origin, start = loop.time(), time.time()
-        actions = []
+        actions = [
+            asyncio.create_task(_interrupt(origin + at_s - loop.time(), interruption))
+            for at_s, interruption in interruptions
+        ]
         for event in trace.events:
             delay = origin + event.at_s - loop.time()
             if delay > 0:

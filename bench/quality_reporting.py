@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.plotting import MISSING, pyplot
+from bench.quality_estimates import estimation_table
 from bench.quality_measures import CPU_HOT, MEMORY_HOT, hot_nodes
+from bench.quality_outage import outage_rows
 from bench.quality_trace import Trace
 from bench.tables import ratio, shown, table, value
 from bench.targets import target
@@ -38,6 +40,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("waiting for a node, p95, s", "wait_p95_s", "{:.2f}"),
     ("waiting for a node, max, s", "wait_max_s", "{:.1f}"),
     ("Prometheus queries per scheduled pod", "queries_per_pod", "{:.2f}"),
+)
+
+ESTIMATION_NOTE = (
+    "Each pod promsched placed with an estimate (its promsched.io/decision annotation) against what it "
+    "used (its usage annotation, which the sandbox applies from start to end), by the estimate's source; "
+    "Koordinator's rule (85% cpu, 70% memory of the limit, else the request) on the same pods."
 )
 
 
@@ -161,6 +169,13 @@ def markdown(results: dict[str, Any]) -> str:
         cells += [shown("{:.2f}", ratio(value(ours, (key,)), value(other, (key,)))) for _, other in compared]
         rows.append(cells)
     lines += table(header, rows)
+    if any("outage" in run for run in runs):
+        window = results["settings"].get("outage", {})
+        lines += ["", f"## Prometheus outage ({window.get('span_s', math.nan):.0f} s mid-trace)", ""]
+        lines += outage_rows([(settings["seed"], run) for run in runs])
+    estimation = estimation_table(runs)
+    if estimation:
+        lines += ["", "## Estimation error", "", ESTIMATION_NOTE, "", *estimation]
     lines += ["", "## Targets", ""]
     for found in targets(results):
         lines.append(f"- {found['status']}: {found['target']} ({found['value']})")

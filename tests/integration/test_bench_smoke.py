@@ -52,6 +52,20 @@ BENCHMARKS: dict[str, list[str]] = {
         "--requested=0.015",
         "--history=120",
     ],
+    # make bench-quality SEEDS=...: the scoreboard, one seed (its medians are its own), with the outage
+    # scenario (Prometheus down 6 s in the middle of the 15 s trace) for promsched and kube-scheduler,
+    # both at once (each its own process and sandbox).
+    "scoreboard": [
+        "bench.quality",
+        f"--nodes={NODES}",
+        "--minutes=0.25",
+        "--seeds=2512",
+        "--requested=0.015",
+        "--history=120",
+        "--outage-minutes=0.1",
+        "--schedulers=promsched,ks-default",
+        "--jobs=2",
+    ],
     "rebalance": [
         "bench.rebalance_proof",
         f"--nodes={NODES}",
@@ -210,6 +224,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
 QUALITY_LABELS = (
     "promsched, estimation on",
     "promsched, estimation off",
+    "promsched, p90 over the window",
     "kube-scheduler, default profile",
     "Trimaran TargetLoadPacking",
     "Trimaran LoadVariationRiskBalancing",
@@ -250,6 +265,54 @@ def test_make_bench_quality_replays_the_trace_through_every_scheduler(launched: 
         assert len(rows[label]) == len(header) - 1, label
     assert rows["pods bound"][: len(QUALITY_LABELS)] == [str(pods)] * len(QUALITY_LABELS)
     assert "## Targets" in text
+
+
+def test_make_bench_quality_seeds_writes_the_scoreboard_with_the_outage_rows(
+    launched: dict[str, Launched],
+) -> None:
+    run = launched["scoreboard"]
+    run.finished()
+    results = run.results("scoreboard.json")
+    assert results["seeds"] == [2512]
+    assert len(results["policy"]["sha256"]) == 64
+    (seed,) = results["per_seed"]
+    pods = seed["trace"]["pods"]
+    outage = results["outage"]
+    assert (
+        [r["variant"] for r in seed["runs"]] == [r["variant"] for r in outage] == ["promsched", "ks-default"]
+    )
+    for measured in [*seed["runs"], *outage]:
+        assert (measured["pods_bound"], measured["pending_at_end"]) == (pods, 0), measured["label"]
+        assert measured["errors"] == []
+    ours = outage[0]
+    # Prometheus was down, then promsched's snapshot was sampled until it was fresh again.
+    assert ours["outage"]["outage_s"] > 0
+    assert ours["outage"]["snapshot_ages"]
+    assert ours["evictions"] == 0
+    assert "estimation" in seed["runs"][0]
+    assert [row["variant"] for row in results["medians"]] == ["promsched", "ks-default"]
+    assert (run.out / "seed-2512" / "quality.json").exists()
+    assert (run.out / "outage-seed-2512" / "quality.json").exists()
+
+    text = (run.out / "scoreboard.md").read_text()
+    for section in ("## Medians across seeds", "## Each seed", "## Prometheus outage", "## Targets"):
+        assert section in text
+    header, _ = markdown_table(text, "seed")
+    assert header == [
+        "seed",
+        "scheduler",
+        "CPU hot-node-s",
+        "CPU std",
+        "mean wait, s",
+        "max wait, s",
+        "pods bound",
+        "left pending",
+    ]
+    assert "fresh again after, s" in text
+    assert {target["target"] for target in results["targets"]} >= {
+        "after the outage, promsched's metrics fresh again within one refresh",
+        "no node blocked nor pod evicted on a stale reading",
+    }
 
 
 def test_make_bench_rebalance_replays_the_drift_off_and_enforced(launched: dict[str, Launched]) -> None:

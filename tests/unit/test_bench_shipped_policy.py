@@ -1,5 +1,6 @@
 """`make bench-quality` measures the policy shipped to users, examples/fewer-hot-nodes.yaml (issue 40): the
-benchmark overrides only what the sandbox decides, and the estimation-off variant its estimation."""
+benchmark overrides only what the sandbox decides, the estimation-off variant its estimation and the p90
+variant its windowed plugins' aggregation."""
 
 from __future__ import annotations
 
@@ -24,10 +25,24 @@ def test_the_quality_benchmark_runs_the_shipped_policy(variant: Variant) -> None
     assert measured["metadata"] == shipped["metadata"]
     fields = shipped["spec"].keys() | measured["spec"].keys()
     changed = {field for field in fields if shipped["spec"].get(field) != measured["spec"].get(field)}
-    assert changed <= SANDBOX_FIELDS | ({"estimation"} if variant.key == "promsched-noest" else set())
+    departs = {"promsched-noest": {"estimation"}, "promsched-p90": {"plugins"}}.get(variant.key, set())
+    assert changed <= SANDBOX_FIELDS | departs
     assert measured["spec"]["schedulerName"] == variant.scheduler_name
     assert measured["spec"]["prometheus"] == {**shipped["spec"]["prometheus"], "url": URL}
-    assert measured["spec"]["plugins"] == shipped["spec"]["plugins"]
+    if variant.key != "promsched-p90":
+        assert measured["spec"]["plugins"] == shipped["spec"]["plugins"]
+
+
+def test_the_p90_variant_reads_each_windowed_plugin_as_its_p90_and_nothing_else() -> None:
+    """Issue 40's third item: the same plugins and weights; cpu (over 1m) on p90, memory (an instant
+    value, which has no window to take a quantile of) as shipped."""
+    variant = next(v for v in SCHEDULERS if v.key == "promsched-p90")
+    plugins = quality_policy(URL, "15s", variant)["spec"]["plugins"]
+
+    shipped = {plugin["name"]: plugin for plugin in shipped_policy()["spec"]["plugins"]}
+    assert plugins == [shipped["cpu"] | {"aggregation": "p90"}, shipped["memory"]]
+    parsed = SchedulingPolicy.from_object(quality_policy(URL, "15s", variant)).spec.plugins
+    assert [p.aggregation for p in parsed] == ["p90", None]
 
 
 def test_the_shipped_policy_weighs_cpu_over_1m_then_memory() -> None:
