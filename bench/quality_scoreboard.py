@@ -147,7 +147,14 @@ def scoreboard(
         futures = {pool.submit(measure, seed, outage): (seed, outage) for seed, outage in runs}
         for future in as_completed(futures):
             seed, outage = futures[future]
-            found = future.result()
+            try:
+                found = future.result()
+            except SandboxError as error:
+                # The other seeds' runs go on; the report names what failed.
+                report(f"{folder(seed, outage)}: FAILED: {error}")
+                results.setdefault("failed", []).append({"run": folder(seed, outage), "error": str(error)})
+                written(results)
+                continue
             report(f"{folder(seed, outage)}: done")
             if outage:
                 results["outage"] = [{"seed": seed, **slim(run)} for run in found["runs"]]
@@ -327,6 +334,8 @@ def markdown(results: dict[str, Any]) -> str:
         span = settings["outage_minutes"]
         lines += ["", "## Prometheus outage", "", OUTAGE_NOTE.format(span=span, seed=outage[0]["seed"]), ""]
         lines += outage_rows([(run["seed"], run) for run in outage])
+    for failed in results.get("failed", []):
+        lines += ["", f"**{failed['run']} failed**: {failed['error']}"]
     lines += ["", "## Targets (medians across the seeds)", ""]
     lines += [f"- {found['status']}: {found['target']} ({found['value']})" for found in targets(results)]
     return "\n".join(lines) + "\n"

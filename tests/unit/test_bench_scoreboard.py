@@ -14,6 +14,8 @@ import pytest
 from bench import quality
 from bench.quality_scoreboard import markdown, medians, pooled_estimation, scoreboard, targets
 
+from promsched.sandbox.control_plane.clusters import SandboxError
+
 
 def _run(
     variant: str, hot: float, std: float, wait: float, pending: float = 0.0, **extra: Any
@@ -191,3 +193,27 @@ def test_seeds_are_a_comma_separated_list_each_run_apart_and_the_outage_on_the_f
         quality._parse_args(["--seeds", "4,x"])
     with pytest.raises(SystemExit):
         quality._parse_args(["--seeds", "4", "--minutes", "2", "--outage-minutes", "2"])
+
+
+def test_a_seed_that_fails_is_reported_and_the_others_still_count(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("kind: SchedulingPolicy\n")
+
+    def measure(seed: int, outage: bool) -> dict[str, Any]:
+        if seed == 2:
+            raise SandboxError("bench.quality --seed 2 exited 1")
+        return {"trace": {"pods": 10}, "runs": SEEDS[seed]}
+
+    results = scoreboard(
+        [(1, False), (2, False), (3, False)],
+        {"nodes": 20, "minutes": 6.0, "requested": 0.7, "refresh": "15s", "outage_minutes": 0.0},
+        policy,
+        measure,
+        lambda _results: None,
+        2,
+        lambda _line: None,
+    )
+
+    assert [seed["seed"] for seed in results["per_seed"]] == [1, 3]
+    assert results["failed"] == [{"run": "seed-2", "error": "bench.quality --seed 2 exited 1"}]
+    assert "**seed-2 failed**: bench.quality --seed 2 exited 1" in markdown(results)
