@@ -152,6 +152,14 @@ def evictions(events: Sequence[Mapping[str, Any]]) -> int:
 # ----- the outage, live ----------------------------------------------------------------------------------
 
 
+def _answers(url: str) -> bool:
+    """Whether `url` answers 200; a server still starting refuses the connection."""
+    try:
+        return http_ok(url)
+    except OSError:
+        return False
+
+
 @dataclass
 class Outage:
     """One run's outage: when Prometheus stopped and answered again (Unix seconds), and promsched's
@@ -171,7 +179,7 @@ class Outage:
     def start(self) -> None:
         Supervisor(self.directory).restart(PROMETHEUS)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not http_ok(f"{self.prometheus_url}/-/ready"):
+        while not _answers(f"{self.prometheus_url}/-/ready"):
             if time.monotonic() > deadline:
                 raise SandboxError(f"Prometheus not ready {READY_TIMEOUT_S:.0f} s after the outage")
             time.sleep(0.5)
