@@ -94,26 +94,29 @@ def nodes_with_recorded_load(url: str) -> set[str]:
 
 
 def _write_history(
-    directory: Path, profiles: dict[str, LoadProfile], origin: float, since: float, until: float
+    directory: Path,
+    profiles: dict[str, LoadProfile],
+    origin: float,
+    span: tuple[float, float],
+    backends: Sequence[str],
 ) -> Path:
+    """A piece of the history, from `span`'s start to its end, as OpenMetrics; backfilled into
+    Prometheus' blocks at once when it is among the backends (VictoriaMetrics imports it once started)."""
+    since, until = span
     path = directory / f"history-{since:.0f}.om"
     exporting.write_history(profiles, since, until, SCRAPE_SECONDS, path, origin)
-    return path
-
-
-def _backfill_prometheus(directory: Path, history: list[Path]) -> None:
-    for path in history:
+    if PROMETHEUS in backends:
         command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(path)]
         result = subprocess.run(
             [*command, str(directory / "prometheus-data")], capture_output=True, text=True, check=False
         )
         if result.returncode != 0:
             raise SandboxError(f"promtool could not backfill the metric history: {result.stderr.strip()}")
+    return path
 
 
-def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor, history: list[Path]) -> Process:
+def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor) -> Process:
     directory = sandbox.directory
-    _backfill_prometheus(directory, history)
     (directory / "prometheus.yml").write_text(
         yaml.safe_dump(_prometheus_config(sandbox.state), sort_keys=False)
     )
@@ -186,13 +189,14 @@ def start_metrics(
     pieces: list[Path] = []
     if history > 0:
         profiles = {n: s.load for n, s in setups.items()}
-        pieces.append(_write_history(directory, profiles, since, since, history_end))
+        pieces.append(_write_history(directory, profiles, since, (since, history_end), backends))
         # The history runs on past the backends' first scrape (the counters are a function of time, so
         # samples written ahead equal what the exporter will serve): a gap between the history and the
         # live samples would make rate() read low over every window that starts in it. A backend starts
-        # about as slowly as the history was written, so that time is added to the lead.
+        # about as slowly as the history was written and backfilled, so that time is added to the lead,
+        # once per backend (they start one after the other).
         tail_end = time.time() + HISTORY_LEAD_SECONDS + len(backends) * (time.time() - history_end)
-        pieces.append(_write_history(directory, profiles, since, history_end, tail_end))
+        pieces.append(_write_history(directory, profiles, since, (history_end, tail_end), backends))
         history_end = tail_end
     exporter = supervisor.spawn(
         "exporter",
@@ -216,6 +220,17 @@ def start_metrics(
         ],
     )
     (directory / RULES_FILE).write_text(yaml.safe_dump(recording_rules.rule_groups(), sort_keys=False))
+    servers: dict[str, Process] = {}
+    try:
+        for backend in backends:
+            if backend == VICTORIAMETRICS:
+                assert victoria_metrics_bin is not None, "VictoriaMetrics is built by the launcher"
+                servers[backend] = _start_victoria_metrics(sandbox, supervisor, pieces, victoria_metrics_bin)
+            else:
+                servers[backend] = _start_prometheus(sandbox, supervisor)
+    finally:
+        for piece in pieces:
+            piece.unlink()
     wait_until(
         "the node-metrics exporter",
         lambda: http_ok(f"{state.exporter_url}/profiles"),
@@ -230,17 +245,6 @@ def start_metrics(
         node_exporter,
         supervisor,
     )
-    servers: dict[str, Process] = {}
-    try:
-        for backend in backends:
-            if backend == VICTORIAMETRICS:
-                assert victoria_metrics_bin is not None, "VictoriaMetrics is built by the launcher"
-                servers[backend] = _start_victoria_metrics(sandbox, supervisor, pieces, victoria_metrics_bin)
-            else:
-                servers[backend] = _start_prometheus(sandbox, supervisor, pieces)
-    finally:
-        for piece in pieces:
-            piece.unlink()
     count = len(state.node_names)
     stamps = {
         backend: _wait_live(metrics_url(state, backend), server, supervisor, history_end, count)
