@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import subprocess
 import threading
 import time
@@ -41,6 +42,7 @@ EVICTION_REASONS = frozenset({"Rebalanced", "Evicted", "Preempted"})
 # The issue's bounds: within 5% of kube-scheduler's hot-node-seconds in the outage, no longer wait (1 s
 # the least difference counted, as for the mean waits), fresh again within one refresh.
 HOT_WITHIN = 1.05
+READING_REASONS = re.compile("threshold|metric", re.IGNORECASE)
 WAIT_SLACK_S = 1.0
 
 
@@ -132,14 +134,17 @@ def recovery_s(samples: Sequence[tuple[float, float]], back_at: float, fresh_s: 
 
 
 def filtered_after(decisions: Sequence[Mapping[str, Any]], since: float) -> dict[str, int]:
-    """The most nodes one decision made at or after `since` filtered out, per reason (a policy status's
-    recentDecisions)."""
+    """The most nodes one decision made at or after `since` filtered out on a reading, per reason (a
+    policy status's recentDecisions): reasons naming a threshold or a metric; kube's own filters
+    ("Insufficient cpu", ...) judge requests, not readings, and are left out."""
     found: dict[str, int] = {}
     for decision in decisions:
         if datetime.fromisoformat(str(decision["time"])).timestamp() < since:
             continue
         for filtered in decision.get("filtered", []):
             reason = str(filtered["reason"])
+            if not READING_REASONS.search(reason):
+                continue
             found[reason] = max(found.get(reason, 0), int(filtered["count"]))
     return found
 

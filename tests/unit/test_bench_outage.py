@@ -101,6 +101,8 @@ def test_what_was_filtered_counts_only_decisions_after_recovery() -> None:
         {"time": "2026-12-04T03:00:10Z", "filtered": [{"reason": "threshold of cpu exceeded", "count": 5}]},
         {"time": "2026-12-04T02:59:00Z", "filtered": [{"reason": "metrics missing", "count": 9}]},
         {"time": "2026-12-04T03:00:30Z"},
+        # A fit on requests, not a reading: not counted.
+        {"time": "2026-12-04T03:00:40Z", "filtered": [{"reason": "Insufficient cpu", "count": 6}]},
     ]
     since = 1796353210.0  # 2026-12-04T03:00:10Z
 
