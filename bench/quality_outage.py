@@ -29,7 +29,7 @@ from typing import Any
 from bench.quality_measures import CPU_HOT, PodLives, mean
 from bench.requestcounts import by_label
 from bench.scraping import metrics_text
-from bench.tables import shown, table
+from bench.tables import shown, table, value
 from bench.targets import target
 from promsched.sandbox.control_plane.clusters import SandboxError
 from promsched.sandbox.control_plane.supervising import Supervisor, http_ok
@@ -268,19 +268,18 @@ def outage_rows(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> list[str]:
     ]
     rows = []
     for seed, run in runs:
-        outage = run["outage"]
         filtered = run.get("filtered_after_recovery")
         rows.append(
             [
                 str(seed),
                 run["label"],
-                shown("{:.0f}", outage["outage_s"]),
-                shown("{:.0f}", outage["hot_cpu_node_s"]),
-                shown("{:.0f}", outage["pods_arrived"]),
-                shown("{:.0f}", outage["waiting_at_end_of_outage"]),
-                shown("{:.2f}", outage["wait_mean_s"]),
-                shown("{:.1f}", outage["wait_max_s"]),
-                shown("{:.1f}", outage["recovery_s"]),
+                shown("{:.0f}", value(run, ("outage", "outage_s"))),
+                shown("{:.0f}", value(run, ("outage", "hot_cpu_node_s"))),
+                shown("{:.0f}", value(run, ("outage", "pods_arrived"))),
+                shown("{:.0f}", value(run, ("outage", "waiting_at_end_of_outage"))),
+                shown("{:.2f}", value(run, ("outage", "wait_mean_s"))),
+                shown("{:.1f}", value(run, ("outage", "wait_max_s"))),
+                shown("{:.1f}", value(run, ("outage", "recovery_s"))),
                 str(run.get("evictions", "-")),
                 "-" if filtered is None else (", ".join(f"{k}: {v}" for k, v in filtered.items()) or "none"),
             ]
@@ -298,7 +297,9 @@ def outage_targets(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     found = []
     if ours and kube:
         pairs = list(zip(ours, kube, strict=False))
-        hot = [(a["outage"]["hot_cpu_node_s"], b["outage"]["hot_cpu_node_s"]) for a, b in pairs]
+        hot = [
+            (value(a, ("outage", "hot_cpu_node_s")), value(b, ("outage", "hot_cpu_node_s"))) for a, b in pairs
+        ]
         found.append(
             target(
                 f"in the outage, CPU hot-node-seconds within {HOT_WITHIN - 1:.0%} of kube-scheduler's",
@@ -306,7 +307,7 @@ def outage_targets(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 all(a <= HOT_WITHIN * b for a, b in hot),
             )
         )
-        waits = [(a["outage"]["wait_max_s"], b["outage"]["wait_max_s"]) for a, b in pairs]
+        waits = [(value(a, ("outage", "wait_max_s")), value(b, ("outage", "wait_max_s"))) for a, b in pairs]
         found.append(
             target(
                 "in the outage, no pod waiting longer than under kube-scheduler (max wait; 1 s the least "
@@ -316,7 +317,7 @@ def outage_targets(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             )
         )
     if ours:
-        recovered = [(run["outage"]["recovery_s"], run["refresh_s"]) for run in ours]
+        recovered = [(value(run, ("outage", "recovery_s")), value(run, ("refresh_s",))) for run in ours]
         found.append(
             target(
                 "after the outage, promsched's metrics fresh again within one refresh",

@@ -182,8 +182,10 @@ def better_trimaran(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _bounded(name: str, ours: float, theirs: float, bound: float, what: str) -> dict[str, Any]:
     """`ours` at most `bound` x `theirs`, with the ratio and how far off the bound it is."""
-    if not (math.isfinite(ours) and math.isfinite(theirs)) or theirs == 0:
+    if not (math.isfinite(ours) and math.isfinite(theirs)):
         return target(name, "-", None)
+    if theirs == 0:  # no ratio: met only by none at all
+        return target(name, f"{ours:.2f} vs 0 {what}", ours == 0)
     found = ours / theirs
     return target(name, f"{ours:.2f} vs {theirs:.2f} {what}: x{found:.2f} (bound x{bound:g})", found <= bound)
 
