@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
 
+from bench.commanding import report_line
 from bench.kubeapi import watch, watch_session
 from bench.pods import POD_IMAGE
 from bench.quality_measures import PodLives
@@ -18,6 +20,7 @@ from bench.quality_trace import USAGE_ANNOTATION, Trace, Workload
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import MERGE_PATCH, Request
 from promsched.kube.sending import ApiError, KubeClient
+from promsched.sandbox.builds.reporting import CountProgress
 
 
 def pod_template(workload: Workload, scheduler_name: str) -> dict[str, Any]:
@@ -122,23 +125,27 @@ async def replay(
             asyncio.create_task(_interrupt(origin + at_s - loop.time(), interruption))
             for at_s, interruption in interruptions
         ]
-        for event in trace.events:
-            delay = origin + event.at_s - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            workload = by_name[event.workload]
-            collection = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
-            if event.action == "create":
-                body = workload_object(workload, namespace, scheduler_name, event.replicas)
-                request = Request("POST", collection, body)
-            elif event.action == "scale":
-                body = {"spec": {"replicas": event.replicas}}
-                request = Request("PATCH", f"{collection}/{workload.name}", body, MERGE_PATCH)
-            else:
-                params = {"propagationPolicy": "Background"}
-                request = Request("DELETE", f"{collection}/{workload.name}", params=params)
-            actions.append(asyncio.create_task(_act(client, request, errors)))
-        await asyncio.sleep(max(0.0, origin + trace.duration_s - loop.time()))
+        seconds = math.ceil(trace.duration_s)
+        with CountProgress("seconds of the trace replayed", seconds, report_line) as progress:
+            for event in trace.events:
+                delay = origin + event.at_s - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                progress.update(int(loop.time() - origin))
+                workload = by_name[event.workload]
+                collection = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
+                if event.action == "create":
+                    body = workload_object(workload, namespace, scheduler_name, event.replicas)
+                    request = Request("POST", collection, body)
+                elif event.action == "scale":
+                    body = {"spec": {"replicas": event.replicas}}
+                    request = Request("PATCH", f"{collection}/{workload.name}", body, MERGE_PATCH)
+                else:
+                    params = {"propagationPolicy": "Background"}
+                    request = Request("DELETE", f"{collection}/{workload.name}", params=params)
+                actions.append(asyncio.create_task(_act(client, request, errors)))
+            await asyncio.sleep(max(0.0, origin + trace.duration_s - loop.time()))
+            progress.update(seconds)
         end = time.time()
         await asyncio.gather(*actions)
         follower.cancel()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.commanding import Report
+from bench.commanding import Report, report_line
 from bench.kubeapi import cpu_seconds, peak_rss_mb, read_requests, watch_session
 from bench.loads import utilisation_spread
 from bench.namespaces import create_namespace, delete_namespace
@@ -28,6 +28,7 @@ from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request
 from promsched.kube.sending import KubeClient
+from promsched.sandbox.builds.reporting import CountProgress
 from promsched.sandbox.control_plane.clusters import Sandbox
 from promsched.sandbox.control_plane.supervising import Supervisor
 
@@ -106,61 +107,64 @@ async def drive(
     all_bound = asyncio.Event()
     all_running = asyncio.Event()  # every pod bound so far is Running
     connected = asyncio.Event()
+    progress = CountProgress("pods bound", count, report_line)
 
     def check_done() -> None:
+        progress.update(len(times.bound))
         if len(times.bound) >= count - times.failed_creates:
             all_bound.set()
         (all_running.set if len(times.running) >= len(times.bound) else all_running.clear)()
 
-    async with (
-        KubeClient(credentials, timeout=60, connections=CREATE_CONCURRENCY) as client,
-        watch_session(credentials) as session,
-    ):
-        listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
-        version = listing["metadata"]["resourceVersion"]
-        follower = asyncio.create_task(
-            follow(client, session, namespace, version, times, connected, check_done)
-        )
-        await asyncio.wait_for(connected.wait(), 30)
-        counted = await read_requests(session)
-        at_start()
-        times.started = time.monotonic()
-        names = [f"bench-{i:05d}" for i in range(count)]
-        if rate:
-            loop = asyncio.get_running_loop()
-            origin = loop.time()
-            tasks = []
-            for index, name in enumerate(names):
-                delay = origin + index / rate - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                manifest = pod_manifest(namespace, name, scheduler_name, shape=shape)
-                tasks.append(asyncio.create_task(create_pod(client, manifest, times)))
-            await asyncio.gather(*tasks)
-        else:
-            slots = asyncio.Semaphore(CREATE_CONCURRENCY)
+    with progress:  # a bar on a terminal; in CI a line every 10 s
+        async with (
+            KubeClient(credentials, timeout=60, connections=CREATE_CONCURRENCY) as client,
+            watch_session(credentials) as session,
+        ):
+            listing = await client.send(Request("GET", f"/api/v1/namespaces/{namespace}/pods"))
+            version = listing["metadata"]["resourceVersion"]
+            follower = asyncio.create_task(
+                follow(client, session, namespace, version, times, connected, check_done)
+            )
+            await asyncio.wait_for(connected.wait(), 30)
+            counted = await read_requests(session)
+            at_start()
+            times.started = time.monotonic()
+            names = [f"bench-{i:05d}" for i in range(count)]
+            if rate:
+                loop = asyncio.get_running_loop()
+                origin = loop.time()
+                tasks = []
+                for index, name in enumerate(names):
+                    delay = origin + index / rate - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    manifest = pod_manifest(namespace, name, scheduler_name, shape=shape)
+                    tasks.append(asyncio.create_task(create_pod(client, manifest, times)))
+                await asyncio.gather(*tasks)
+            else:
+                slots = asyncio.Semaphore(CREATE_CONCURRENCY)
 
-            async def limited(name: str) -> None:
-                async with slots:
-                    await create_pod(
-                        client, pod_manifest(namespace, name, scheduler_name, shape=shape), times
-                    )
+                async def limited(name: str) -> None:
+                    async with slots:
+                        await create_pod(
+                            client, pod_manifest(namespace, name, scheduler_name, shape=shape), times
+                        )
 
-            await asyncio.gather(*(limited(name) for name in names))
-        check_done()
+                await asyncio.gather(*(limited(name) for name in names))
+            check_done()
 
-        async def caught_up() -> None:
-            await catch_up(client, namespace, times, check_done)
+            async def caught_up() -> None:
+                await catch_up(client, namespace, times, check_done)
 
-        await until_set(all_bound, bind_timeout, times, caught_up)
-        await until_set(all_running, RUNNING_LIMIT, times, caught_up)
-        served = await events_settled(lambda: read_requests(session), counted, len(times.bound))
-        at_end()
-        times.requests = difference(counted.totals, served.totals)
-        times.request_seconds = difference(counted.seconds, served.seconds)
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await follower
+            await until_set(all_bound, bind_timeout, times, caught_up)
+            await until_set(all_running, RUNNING_LIMIT, times, caught_up)
+            served = await events_settled(lambda: read_requests(session), counted, len(times.bound))
+            at_end()
+            times.requests = difference(counted.totals, served.totals)
+            times.request_seconds = difference(counted.seconds, served.seconds)
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await follower
     return times
 
 
