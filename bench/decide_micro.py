@@ -187,6 +187,9 @@ class FixedRefresher:
     async def refresh(self) -> Snapshot:
         return self.latest
 
+    async def engine(self) -> str | None:
+        return None
+
     async def update(self, plan: Plan, endpoint: object) -> bool:
         self.plan = plan
         return True

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 
+from promsched.metrics.engines import engine_of
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import NodeDirectory, assign_nodes, resolve_hostnames
 from promsched.metrics.offloading import off_loop
@@ -40,6 +41,9 @@ class RefreshObserver:
 
     def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
         """After each plugin query: its duration, and its error or None."""
+
+    def query_warned(self, plugin: str, warnings: tuple[str, ...]) -> None:
+        """After a plugin query answered with warnings or a partial result (`QueryResult.warnings`)."""
 
     def snapshot_taken(self, snapshot: Snapshot) -> None:
         """After each refresh (metric age: ``snapshot.age_seconds(plugin, now)``)."""
@@ -93,6 +97,8 @@ async def _refresh_plugin(
             report=previous.report,
         )
     observer.query_finished(plugin.name, time.monotonic() - started, None)
+    if result.warnings:
+        observer.query_warned(plugin.name, result.warnings)
     if previous is not None and previous.error is not None:
         logger.info("Plugin %s: the query works again", plugin.name)
     return await off_loop(_plugin_snapshot, plugin, result, directory, at)
@@ -193,6 +199,10 @@ class Refresher:
     @property
     def latest(self) -> Snapshot:
         return self._latest
+
+    async def engine(self) -> str | None:
+        """The engine behind the endpoint, for the preflight (`engines.engine_of`)."""
+        return await engine_of(self._client)
 
     def scores_for(self, snapshot: Snapshot) -> ScoreMemo:
         """The nodes' scores worked out from `snapshot` when it was taken, if it is the latest; else

@@ -63,6 +63,11 @@ query_errors = Counter(
     "Failed Prometheus queries by policy and plugin.",
     ["policy", "plugin"],
 )
+query_warnings = Counter(
+    "promsched_prometheus_query_warnings_total",
+    "Metric queries answered with warnings or a partial result (Thanos, VictoriaMetrics cluster).",
+    ["policy", "plugin"],
+)
 metric_age = Gauge(
     "promsched_metric_age_seconds",
     "Age of the newest samples of each plugin at the last refresh.",

@@ -333,3 +333,25 @@ async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thre
     assert scores.scored.results == {result.node: result for result in expected}
     # Only the latest snapshot comes with its scores.
     assert refresher.scores_for(Snapshot.empty(plan, snapshot.taken_at)).scored is None
+
+
+async def test_a_query_answered_with_warnings_is_told_to_the_observer(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
+
+    async def answer(request: RecordedRequest) -> web.StreamResponse:
+        warnings = ["partial response: a store did not answer"] if "node_cpu" in request.query else None
+        return prometheus.vector(({"instance": "node-0:9100"}, 10), warnings=warnings)
+
+    prometheus.handler = answer
+    warned: list[tuple[str, tuple[str, ...]]] = []
+
+    class Warned(RefreshObserver):
+        def query_warned(self, plugin: str, warnings: tuple[str, ...]) -> None:
+            warned.append((plugin, warnings))
+
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        snapshot = await take_snapshot(plan, client, NODES, observer=Warned())
+    assert warned == [("cpu", ("partial response: a store did not answer",))]
+    assert snapshot.plugins["cpu"].report.warnings == ("partial response: a store did not answer",)

@@ -3,14 +3,24 @@ and the previous memo's boards. The runtimes: which pending pods are the schedul
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
+from prometheus_client import REGISTRY
+
+from promsched.api.statuses import ConditionType
 from promsched.metrics.scoring import ScoreMemo, prescore
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Board
 from promsched.scheduling.policies.recording import PolicyStatus
-from promsched.scheduling.policies.runtimes import SHADOWED_KEPT, PolicyRuntime, PolicyRuntimes
+from promsched.scheduling.policies.runtimes import (
+    SHADOWED_KEPT,
+    PolicyRuntime,
+    PolicyRuntimes,
+    _PolicyObserver,
+    policy_conditions,
+)
 from support.fake_apis import FakeSender
 from support.objects import pod
 from support.snapshots import cpu_snapshot
@@ -82,3 +92,27 @@ def test_a_pod_a_shadow_policy_decided_is_not_placed_again_while_remembered() ->
         runtimes.shadow(f"uid-{index}")
     assert runtimes.schedules(first), "the oldest is forgotten past SHADOWED_KEPT"
     assert runtimes.schedules(later)
+
+
+def test_query_warnings_are_said_in_metrics_complete_without_stopping_scheduling() -> None:
+    snapshot = cpu_snapshot({"node-0": 10, "node-1": 20})
+    cpu = snapshot.plugins["cpu"]
+    warned_cpu = dataclasses.replace(
+        cpu, report=dataclasses.replace(cpu.report, warnings=("results truncated",))
+    )
+    warned = dataclasses.replace(snapshot, plugins={**snapshot.plugins, "cpu": warned_cpu})
+    runtime = PolicyRuntime("p", "", PolicyStatus(history=10), refresher=ScoredRefresher(warned))  # type: ignore[arg-type]
+
+    conditions = {item.type: item for item in policy_conditions(runtime, ["node-0", "node-1"])}
+    complete = conditions[ConditionType.METRICS_COMPLETE]
+    assert (complete.status, complete.message) == ("True", "cpu: Prometheus warns: results truncated")
+    assert conditions[ConditionType.READY].status == "True"
+
+
+def test_a_warned_query_is_counted_per_policy_and_plugin() -> None:
+    runtimes = runtimes_serving("promsched")
+    observer = _PolicyObserver(runtimes, PolicyRuntime("warned", "", PolicyStatus(history=10)))
+    labels = {"policy": "warned", "plugin": "cpu"}
+    before = REGISTRY.get_sample_value("promsched_prometheus_query_warnings_total", labels) or 0.0
+    observer.query_warned("cpu", ("partial response",))
+    assert REGISTRY.get_sample_value("promsched_prometheus_query_warnings_total", labels) == before + 1

@@ -54,6 +54,9 @@ class FakeRefresher:
     async def refresh(self) -> Snapshot:
         return self.latest
 
+    async def engine(self) -> str | None:
+        return None
+
     async def update(self, plan: Plan, endpoint: object) -> bool:
         self.plan, self.latest = plan, snapshot_of(plan, LOADS, at=time.time())
         return True

@@ -150,7 +150,13 @@ def policy_conditions(runtime: PolicyRuntime, nodes: Iterable[str]) -> list[Cond
                 gaps.append(f"{plugin}: {len(missing)} node(s) without series ({', '.join(missing[:5])})")
         complete_ok = not gaps
         complete_reason = "AllNodesHaveSeries" if complete_ok else "SeriesMissing"
-        complete_message = "; ".join(gaps)
+        # Warnings (a partial answer among them) do not stop scheduling; they are said, not dropped.
+        warned = [
+            f"{plugin}: Prometheus warns: {plugin_snapshot.report.warnings[0]}"
+            for plugin, plugin_snapshot in snapshot.plugins.items()
+            if plugin_snapshot.report.warnings and plugin_snapshot.error is None
+        ]
+        complete_message = "; ".join([*gaps, *warned])
     reachable = condition(
         ConditionType.PROMETHEUS_REACHABLE,
         reachable_ok,
@@ -191,6 +197,9 @@ class _PolicyObserver(RefreshObserver):
         telemetry.query_duration.labels(self.runtime.name, plugin).observe(seconds)
         if error is not None:
             telemetry.query_errors.labels(self.runtime.name, plugin).inc()
+
+    def query_warned(self, plugin: str, warnings: tuple[str, ...]) -> None:
+        telemetry.query_warnings.labels(self.runtime.name, plugin).inc()
 
     def snapshot_taken(self, snapshot: Snapshot) -> None:
         for plugin in snapshot.plugins:
@@ -333,8 +342,8 @@ class PolicyRuntimes:
         refresher = runtime.refresher
         if refresher is None:
             return
-        snapshot = await refresher.refresh()
-        runtime.status.preflight = preflight_report(snapshot, self.cache.nodes)
+        snapshot, engine = await asyncio.gather(refresher.refresh(), refresher.engine())
+        runtime.status.preflight = preflight_report(snapshot, self.cache.nodes, engine)
         runtime.status.dirty = True
         refresher.start()
 
