@@ -24,6 +24,15 @@ def pyplot() -> Any:
     return plt
 
 
+def save(plt: Any, figure: Any, path: Path, *, tight: bool = True) -> str:
+    """Write `figure` to `path` (laid out tightly unless `tight` is off), close it, and say so."""
+    if tight:
+        figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"wrote {path}"
+
+
 def plots(results: dict[str, Any], out: Path) -> list[str]:
     """PNG plots per node count; returns what it did (or why not) as lines to print."""
     plt = pyplot()
@@ -50,11 +59,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
         for axis in axes:
             if axis.get_legend_handles_labels()[0]:
                 axis.legend(fontsize=8)
-        figure.tight_layout()
-        path = out / f"latency-cdf-{nodes}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        written.append(path)
+        written.append(save(plt, figure, out / f"latency-cdf-{nodes}.png"))
 
         variants = list(dict.fromkeys(run["variant"] for run in runs))
         labels = [LABELS.get(v, v) for v in variants]
@@ -84,9 +89,5 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
             axis.set_title(f"{nodes} nodes: {title}")
             axis.legend(fontsize=8)
             axis.grid(True, axis="y", alpha=0.3)
-        figure.tight_layout()
-        path = out / f"throughput-spread-{nodes}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        written.append(path)
-    return [f"wrote {path}" for path in written]
+        written.append(save(plt, figure, out / f"throughput-spread-{nodes}.png"))
+    return written

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.plotting import MISSING, pyplot
+from bench.plotting import MISSING, pyplot, save
 from bench.quality_estimates import estimation_table
 from bench.quality_measures import CPU_HOT, MEMORY_HOT, hot_nodes
 from bench.quality_outage import outage_rows
@@ -226,9 +226,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     axes[0][0].set_ylabel("nodes, by background CPU")
     if image is not None:
         figure.colorbar(image, ax=axes[0].tolist(), label="node CPU %")
-    heatmap = out / "quality-heatmap.png"
-    figure.savefig(heatmap, dpi=110)
-    plt.close(figure)
+    written = [save(plt, figure, out / "quality-heatmap.png", tight=False)]
     figure, axis = plt.subplots(figsize=(8, 4))
     for run in runs:
         grid = {node: [math.nan if v is None else v for v in row] for node, row in run["cpu_grid"].items()}
@@ -237,11 +235,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     axis.set_xlabel("minutes")
     axis.set_ylabel(f"nodes above {CPU_HOT:g}% CPU")
     axis.legend(fontsize=8)
-    figure.tight_layout()
-    hot = out / "quality-hot-nodes.png"
-    figure.savefig(hot, dpi=110)
-    plt.close(figure)
-    return [f"wrote {heatmap}", f"wrote {hot}"]
+    return [*written, save(plt, figure, out / "quality-hot-nodes.png")]
 
 
 # quality.json (with the targets), quality.md and the plots.

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.commanding import REPO, Report
 from bench.facts import measured_on
-from bench.plotting import MISSING, pyplot
+from bench.plotting import MISSING, pyplot, save
 from bench.quality_estimates import estimation_table
 from bench.quality_outage import outage_rows, outage_targets
 from bench.quality_reporting import KUBE, PROMSCHED, ROWS, TRIMARANS
@@ -362,11 +362,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     axis.set_xticks([k + 0.4 - width / 2 for k in range(len(groups))], groups)
     axis.set_ylabel("CPU hot-node-seconds")
     axis.legend(fontsize=7)
-    figure.tight_layout()
-    path = out / "scoreboard-hot-nodes.png"
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return [f"wrote {path}"]
+    return [save(plt, figure, out / "scoreboard-hot-nodes.png")]
 
 
 # scoreboard.json (with the targets), scoreboard.md and the plot.

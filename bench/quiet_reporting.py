@@ -8,7 +8,7 @@ from typing import Any
 
 # Imported `as` themselves: re-exported for bench.rebalance_reporting, which imports them from here.
 from bench.commanding import Report
-from bench.plotting import MISSING, pyplot
+from bench.plotting import MISSING, pyplot, save
 from bench.reporting import sanitize
 from bench.requestcounts import rate_series
 from bench.tables import ratio, shown, table, value
@@ -178,11 +178,7 @@ def plot(results: dict[str, Any], out: Path) -> str:
     )
     axes.legend()
     axes.grid(alpha=0.3)
-    path = out / "quiet.png"
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return f"wrote {path}"
+    return save(plt, figure, out / "quiet.png")
 
 
 def write(results: dict[str, Any], out: Path, report: Report) -> str:

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.plotting import MISSING, pyplot, save
 from bench.quality_measures import CPU_HOT, hot_nodes
 from bench.tables import ratio, value
 from bench.trace_benches import Output
@@ -120,13 +121,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], out: Path) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return ["matplotlib is not installed (pip install -e '.[bench]'): no plot"]
+    plt = pyplot()
+    if plt is None:
+        return [f"{MISSING}: no plot"]
     runs = results.get("runs", [])
     if not runs:
         return []
@@ -147,11 +144,7 @@ def plot(results: dict[str, Any], out: Path) -> list[str]:
     axis.set_xlabel("minutes (thin lines: Enforce's evictions)")
     axis.set_ylabel(f"nodes above {CPU_HOT:g}% CPU")
     axis.legend(fontsize=8)
-    figure.tight_layout()
-    path = out / "rebalance-hot-nodes.png"
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return [f"wrote {path}"]
+    return [save(plt, figure, out / "rebalance-hot-nodes.png")]
 
 
 # rebalance.json (with the verdict), rebalance.md and the plot.
