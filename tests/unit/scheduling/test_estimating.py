@@ -45,14 +45,16 @@ def cache(clock: Clock) -> ClusterCache:
     return cache
 
 
-def running(cache: ClusterCache, name: str, owner: str = WEB, namespace: str = "ns") -> None:
+def running(
+    cache: ClusterCache, name: str, owner: str = WEB, namespace: str = "ns", age: float = 3600
+) -> None:
     cache.observe_pod(
         pod_info(
             name,
             namespace,
             node_name="n1",
             phase="Running",
-            started_at=READ_AT - 3600,
+            started_at=READ_AT - age,
             controller=owner,
             requests=Resources(1000, GIB),
         )
@@ -95,6 +97,30 @@ def test_a_pod_is_estimated_at_the_percentile_of_its_running_siblings(cache: Clu
     record = estimate.to_api()
     assert record.cpu_basis == f"p90 of 5 running siblings ({WEB})"
     assert (record.milli_cpu, record.memory) == (500, 400 * MIB)
+
+
+def test_a_sibling_younger_than_the_window_counts_at_its_rate_over_its_life(cache: ClusterCache) -> None:
+    # rate() over the 5m window divides by the whole window: a pod that ran 1 minute of it at 0.5
+    # cores reads 0.1.
+    running(cache, "web-young", age=60)
+    running(cache, "web-old")
+    cpu = {("ns", "web-young"): 0.1, ("ns", "web-old"): 0.2}
+    estimates = Estimates(with_usage(snapshot({**SIBLINGS, "window": "5m", "percentile": 100}), cpu), cache)
+
+    estimate = estimates.of(incoming())
+
+    assert (estimate.cpu.amount, estimate.cpu.siblings) == (500, 2)
+
+
+def test_a_sibling_still_settling_is_left_out_of_the_cpu_percentile(cache: ClusterCache) -> None:
+    running(cache, "web-0", age=10)  # a sample or two: its rate says little yet
+    usage = {("ns", "web-0"): 0.05}
+    estimates = Estimates(with_usage(snapshot(SIBLINGS), usage, {("ns", "web-0"): 100.0 * MIB}), cache)
+
+    estimate = estimates.of(incoming())
+
+    assert (estimate.cpu.amount, estimate.cpu.source) == (1000, EstimateSource.REQUEST)
+    assert (estimate.memory.amount, estimate.memory.source) == (100 * MIB, EstimateSource.SIBLINGS)
 
 
 def test_without_siblings_in_the_metrics_the_rule_holds(cache: ClusterCache) -> None:

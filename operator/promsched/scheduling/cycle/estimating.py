@@ -4,7 +4,8 @@ Siblings are the running pods of the same controller (a ReplicaSet, StatefulSet,
 the pods' usage (one query per resource, `metrics.usage_querying`) is grouped by controller once, and
 each controller's percentile is worked out the first time a pod of it needs one (kube's PreScore
 computes what every node's Score reads, once per cycle; this does it once per refresh), so estimating a
-pod is a lookup. Where no sibling shows usage of a resource, the rule holds: the limit (with
+pod is a lookup. A young sibling's CPU rate is read over its life, not the whole window
+(`rated_over_life`). Where no sibling shows usage of a resource, the rule holds: the limit (with
 useLimits, when the pod sets one), else factor x the request, else the policy's amount for a pod that
 requests none.
 """
@@ -16,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from promsched.api.builtins import BuiltinPlugin
 from promsched.api.estimations import Estimation
@@ -214,21 +216,48 @@ class Estimates:
         if self._usage is None:
             snapshot = self.snapshot
             fresh_since = snapshot.taken_at - snapshot.plan.stale_after_seconds
-            cpu = snapshot.usage.cpu.fresh_values(fresh_since)
+            cpu_usage = snapshot.usage.cpu
+            cpu = cpu_usage.fresh_values(fresh_since)
             memory = snapshot.usage.memory.fresh_values(fresh_since)
-            self._usage = _group_by_owner(self._cache, cpu, memory) if cpu or memory else {}
+            cpu_read = (cpu_usage.refreshed_at or 0.0, snapshot.plan.estimation.window_seconds)
+            self._usage = _group_by_owner(self._cache, cpu, memory, cpu_read) if cpu or memory else {}
         return self._usage
 
 
+# A sibling younger than this is left out of the CPU percentile: its rate rests on a sample or two.
+SETTLING_SECONDS: Final = 30.0
+
+
+def rated_over_life(cores: float, started_at: float | None, read_at: float, window_seconds: float) -> float:
+    """What a pod used, from its `rate()` over the window read at `read_at`: Prometheus divides the
+    increase by the whole window, and a pod's counter only began when it started (its increase is
+    extrapolated back to zero, no further), so a pod younger than the window reads age/window of its
+    real rate; scaled back by window/age. An unknown start counts as older than the window."""
+    if started_at is None:
+        return cores
+    age = read_at - started_at
+    return cores if age >= window_seconds else cores * window_seconds / age
+
+
 def _group_by_owner(
-    cache: ClusterCache, cpu: Mapping[PodKey, float], memory: Mapping[PodKey, float]
+    cache: ClusterCache,
+    cpu: Mapping[PodKey, float],
+    memory: Mapping[PodKey, float],
+    cpu_read: tuple[float, float],
 ) -> dict[OwnerKey, tuple[list[float], list[float]]]:
+    """`cpu_read` is when the CPU query was read and the window it rated over."""
+    read_at, window_seconds = cpu_read
     grouped: defaultdict[OwnerKey, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for _node, pod in cache.counted.values():
         if not pod.controller:
             continue
         key = (pod.namespace, pod.name)
         cores, used = cpu.get(key), memory.get(key)
+        if cores is not None:
+            if pod.started_at is not None and read_at - pod.started_at < SETTLING_SECONDS:
+                cores = None
+            else:
+                cores = rated_over_life(cores, pod.started_at, read_at, window_seconds)
         if cores is None and used is None:
             continue
         values = grouped[(pod.namespace, pod.controller)]
