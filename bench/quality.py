@@ -24,6 +24,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -154,6 +155,17 @@ def _start(sandbox: Sandbox, variant: Variant, settings: Settings, report: Repor
     return {}
 
 
+def _decisions_of(sandbox: Sandbox) -> Callable[[], list[Any]]:
+    """Reads the benchmark policy's status.recentDecisions."""
+
+    def read() -> list[Any]:
+        status = json.loads(sandbox.kubectl("get", "schedulingpolicy", policy_name(), "-o", "json").stdout)
+        decisions: list[Any] = status.get("status", {}).get("recentDecisions", [])
+        return decisions
+
+    return read
+
+
 def _trimaran_health(trimaran: Trimaran | None) -> dict[str, Any]:
     """Whether Trimaran read the nodes' metrics: its log's metric failures and the nodes it scored from
     metrics (a run without them would measure its fallback, not its plugin)."""
@@ -189,7 +201,13 @@ def run_one(
         started = _start(sandbox, variant, settings, report)
         report(f"  {variant.label}: replaying {len(trace.events)} events over {trace.duration_s:.0f} s")
         queries_before = prometheus_queries(sandbox.prometheus_url, QUERY_HANDLERS)
-        with sampling_ages(outage, started.get("metrics_url"), policy_name()) if outage else nullcontext():
+        decisions_of = _decisions_of(sandbox) if variant.kind == "promsched" else None
+        sampled = (
+            sampling_ages(outage, started.get("metrics_url"), policy_name(), decisions_of)
+            if outage
+            else nullcontext()
+        )
+        with sampled:
             interruptions = outage.interruptions() if outage else ()
             replayed = asyncio.run(
                 replay(credentials, namespace, trace, variant.scheduler_name, interruptions)
@@ -197,11 +215,9 @@ def run_one(
         # A restarted Prometheus counts its queries from 0: an outage run's count is not measured.
         queries = prometheus_queries(sandbox.prometheus_url, QUERY_HANDLERS) - queries_before
         queries = math.nan if outage else queries
-        if outage and variant.kind == "promsched":
-            status = json.loads(
-                sandbox.kubectl("get", "schedulingpolicy", policy_name(), "-o", "json").stdout
-            )
-            decisions = status.get("status", {}).get("recentDecisions", [])
+        if outage and decisions_of is not None:
+            outage.saw_decisions(decisions_of())
+            decisions = list(outage.decisions.values())
     finally:
         health = _trimaran_health(started.get("trimaran"))
         Supervisor(sandbox.directory).stop(variant.process)

@@ -36,7 +36,7 @@ from promsched.sandbox.control_plane.supervising import Supervisor, http_ok
 
 PROMETHEUS = "prometheus"  # the sandbox's process name for it (node_metrics.monitoring)
 SCHEDULERS = ("promsched", "ks-default", "trimaran-tlp", "trimaran-lvrb")
-SAMPLE_S = 2.0  # how often promsched's snapshot age is read
+SAMPLE_S = 2.0  # how often promsched's snapshot age and its policy's recent decisions are read
 READY_TIMEOUT_S = 120.0
 EVICTION_REASONS = frozenset({"Rebalanced", "Evicted", "Preempted"})
 # The issue's bounds: within 5% of kube-scheduler's hot-node-seconds in the outage, no longer wait (1 s
@@ -176,6 +176,13 @@ class Outage:
     stopped: float = math.nan
     back: float = math.nan
     ages: list[tuple[float, float]] = field(default_factory=list)
+    # The policy status's recentDecisions seen while sampling, by (pod, time): the status keeps the
+    # last 10 only, so the outage's are gathered as they pass.
+    decisions: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+
+    def saw_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
+        for decision in decisions:
+            self.decisions[(str(decision.get("pod")), str(decision.get("time")))] = decision
 
     def stop(self) -> None:
         Supervisor(self.directory).stop(PROMETHEUS)
@@ -217,9 +224,14 @@ class Outage:
 
 
 @contextlib.contextmanager
-def sampling_ages(outage: Outage, metrics_url: str | None, policy: str) -> Iterator[None]:
-    """Sample promsched's snapshot age of `policy` every SAMPLE_S while the block runs (nothing for
-    another scheduler)."""
+def sampling_ages(
+    outage: Outage,
+    metrics_url: str | None,
+    policy: str,
+    read_decisions: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+) -> Iterator[None]:
+    """Sample promsched's snapshot age of `policy`, and its recent decisions (`read_decisions`), every
+    SAMPLE_S while the block runs (nothing for another scheduler)."""
     done = threading.Event()
 
     def sample() -> None:
@@ -230,6 +242,9 @@ def sampling_ages(outage: Outage, metrics_url: str | None, policy: str) -> Itera
                 )
                 if policy in ages:
                     outage.ages.append((time.time(), ages[policy]))
+            if read_decisions is not None:
+                with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+                    outage.saw_decisions(read_decisions())
 
     sampler = threading.Thread(target=sample, daemon=True)
     if metrics_url is not None:

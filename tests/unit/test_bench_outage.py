@@ -5,11 +5,13 @@ the pods that arrived in the window, promsched's recovery and what it still filt
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 from bench.quality_measures import PodLives
 from bench.quality_outage import (
+    Outage,
     OutageWindow,
     centred,
     evictions,
@@ -165,3 +167,18 @@ def test_the_outage_table_has_a_row_per_seed_and_scheduler() -> None:
 
     assert lines[2] == "| 15 | promsched | 90 | 104 | 4 | 0 | 0.50 | 2.0 | 9.0 | 0 | none |"
     assert lines[3] == "| 15 | ks-default | 90 | 100 | 4 | 0 | 0.50 | 1.5 | - | 0 | - |"
+
+
+def test_decisions_are_gathered_as_the_status_passes_them() -> None:
+    # The status keeps the last 10: a decision pushed out between two reads still counts.
+    def decision(second: int, filtered: int = 0) -> dict[str, Any]:
+        reasons = [{"reason": "threshold of cpu exceeded", "count": filtered}] if filtered else []
+        return {"pod": f"ns/p{second}", "time": f"2026-12-04T03:00:{second:02d}Z", "filtered": reasons}
+
+    outage = Outage(OutageWindow(60.0, 120.0), Path("/nonexistent"), "http://127.0.0.1:1")
+    outage.saw_decisions([decision(second, filtered=3 if second == 11 else 0) for second in range(10, 20)])
+    outage.saw_decisions([decision(second) for second in range(15, 25)])
+
+    assert len(outage.decisions) == 15
+    since = 1796353210.0  # 2026-12-04T03:00:10Z
+    assert filtered_after(list(outage.decisions.values()), since) == {"threshold of cpu exceeded": 3}
