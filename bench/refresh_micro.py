@@ -16,6 +16,13 @@ too): each time the loop gives up the GIL for a socket call while the metrics th
 it waits for the GIL's switch interval to take it back (the micro sets the operator's,
 `wiring.GIL_SWITCH_SECONDS`; `--switch-interval` to compare). It also reports the process's CPU per
 refresh.
+
+Beside the ticker run the operator's own loop-lag watcher (`watch_loop_lag`, which feeds
+`promsched_event_loop_lag_seconds` and wakes every 0.1 s), `--watchers` copies a tenth of its interval
+apart: each samples the same distribution as the operator's one, so the copies give enough observations
+per refresh for a p99. Per round: the histogram's p99 over the observations of that refresh (as
+Prometheus's histogram_quantile works it out from the buckets: issue 43's target is under 20 ms) and the
+largest lag observed; and after the rounds, the p99 of all of them together.
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import math
 import random
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from bench import commanding
@@ -38,7 +47,9 @@ from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
 from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
 from promsched.sandbox.control_plane.supervising import free_port, wait_until
+from promsched.scheduling import telemetry
 from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.loop_lag_watching import LAG_PROBE_SECONDS, watch_loop_lag
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime
 
@@ -116,6 +127,64 @@ async def _pods(latencies: list[float], stop: asyncio.Event, echo_port: int) -> 
         pool.get_nowait()[1].close()
 
 
+LAG_WATCHERS = 10
+LAG_QUANTILE = 0.99
+# Buckets: (upper bound, observations at or below it), ascending, the last +Inf: a histogram's as read.
+Buckets = list[tuple[float, float]]
+
+
+def lag_buckets() -> Buckets:
+    """`promsched_event_loop_lag_seconds`'s cumulative bucket counts now."""
+    (metric,) = telemetry.event_loop_lag.collect()
+    counts = [
+        (float(sample.labels["le"]), sample.value)
+        for sample in metric.samples
+        if sample.name.endswith("_bucket")
+    ]
+    return sorted(counts)
+
+
+def added(before: Buckets, after: Buckets) -> Buckets:
+    """The observations made between two readings of one histogram, per bucket (still cumulative)."""
+    return [(upper, count - earlier) for (upper, count), (_, earlier) in zip(after, before, strict=True)]
+
+
+def summed(readings: Sequence[Buckets]) -> Buckets:
+    """Several rounds' observations as one histogram."""
+    return [(bucket[0][0], sum(count for _, count in bucket)) for bucket in zip(*readings, strict=True)]
+
+
+def histogram_quantile(q: float, buckets: Buckets) -> float:
+    """The q-quantile of a histogram's buckets as Prometheus's histogram_quantile gives it: linear
+    within the bucket the rank falls in (from 0 for the first); the highest finite bound if it falls in
+    +Inf; NaN without observations."""
+    total = buckets[-1][1]
+    if total == 0:
+        return math.nan
+    rank = q * total
+    index = next(index for index, (_, count) in enumerate(buckets) if count >= rank)
+    if index == len(buckets) - 1:
+        return buckets[-2][0]
+    lower, below = buckets[index - 1] if index > 0 else (0.0, 0.0)
+    upper, count = buckets[index]
+    return lower + (upper - lower) * (rank - below) / (count - below)
+
+
+async def _lag_watchers(observed: list[float], copies: int) -> None:
+    """`copies` of the operator's loop-lag watcher, each `LAG_PROBE_SECONDS / copies` after the one
+    before, feeding its histogram and `observed`, until cancelled."""
+
+    def observe(lag: float) -> None:
+        telemetry.event_loop_lag.observe(lag)
+        observed.append(lag)
+
+    async def watcher(offset: float) -> None:
+        await asyncio.sleep(offset)
+        await watch_loop_lag(observe=observe)
+
+    await asyncio.gather(*(watcher(LAG_PROBE_SECONDS * index / copies) for index in range(copies)))
+
+
 async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     while not stop.is_set():
@@ -125,7 +194,7 @@ async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
 
 
 async def _measure(
-    nodes: int, rounds: int, url: str, echo_port: int, full_every: int, switch_interval: float
+    nodes: int, rounds: int, url: str, echo_port: int, full_every: int, switch_interval: float, watchers: int
 ) -> list[dict[str, Any]]:
     cache, _ = build(nodes)
     plan = plan_from_policy(parse_spec(bench_policy()))
@@ -144,7 +213,10 @@ async def _measure(
         for index in range(rounds):
             lateness: list[float] = []
             latencies: list[float] = []
+            lags: list[float] = []
             stop = asyncio.Event()
+            lag_before = lag_buckets()
+            watching = asyncio.create_task(_lag_watchers(lags, watchers))
             ticker = asyncio.create_task(_ticker(lateness, stop))
             pods = asyncio.create_task(_pods(latencies, stop, echo_port))
             await asyncio.sleep(0.05)
@@ -157,6 +229,9 @@ async def _measure(
                 raise RuntimeError(f"no node for the first pod after refresh {index}: {outcome}")
             await asyncio.sleep(0.05)
             stop.set()
+            watching.cancel()
+            await asyncio.wait([watching])
+            lag = added(lag_before, lag_buckets())
             await ticker
             await pods
             rows.append(
@@ -165,6 +240,10 @@ async def _measure(
                     "nodes_sampled": min(len(part.samples) for part in snapshot.plugins.values()),
                     "loop_wait_max_ms": 1000 * max(lateness),
                     "loop_wait_p99_ms": 1000 * percentile(lateness, 0.99),
+                    "lag_observations": len(lags),
+                    "lag_p99_ms": 1000 * histogram_quantile(LAG_QUANTILE, lag),
+                    "lag_max_ms": 1000 * max(lags, default=math.nan),
+                    "lag_buckets": lag,
                     "pods": len(latencies),
                     "pod_p99_ms": 1000 * percentile(latencies, 0.99),
                     "pod_max_ms": 1000 * max(latencies),
@@ -191,10 +270,11 @@ def measure(
     rounds: int,
     full_every: int = FULL_COLLECTION_EVERY,
     switch_interval: float = GIL_SWITCH_SECONDS,
+    watchers: int = LAG_WATCHERS,
 ) -> list[dict[str, Any]]:
     """One row per refresh after the first, against a stand-in Prometheus answering for `nodes` nodes;
     full garbage collections once per `full_every` middle-generation ones, the GIL handed over after
-    `switch_interval` seconds."""
+    `switch_interval` seconds, `watchers` copies of the loop-lag watcher."""
     port, echo_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port), str(nodes)])
     echo = subprocess.Popen([sys.executable, "-c", _ECHO, str(echo_port)])
@@ -205,7 +285,7 @@ def measure(
 
         wait_until("the stand-in Prometheus and the echo server", ready, 30, interval=0.05)
         url = f"http://127.0.0.1:{port}"
-        return asyncio.run(_measure(nodes, rounds, url, echo_port, full_every, switch_interval))
+        return asyncio.run(_measure(nodes, rounds, url, echo_port, full_every, switch_interval, watchers))
     finally:
         for process in (server, echo):
             process.terminate()
@@ -228,17 +308,31 @@ def main() -> None:
         default=GIL_SWITCH_SECONDS,
         help=f"seconds before the GIL is handed over (the operator's: {GIL_SWITCH_SECONDS}; Python's: 0.005)",
     )
+    parser.add_argument(
+        "--watchers",
+        type=int,
+        default=LAG_WATCHERS,
+        help=f"copies of the loop-lag watcher, staggered (default {LAG_WATCHERS})",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
-    rows = measure(args.nodes, args.rounds, args.full_collections_every, args.switch_interval)
+    rows = measure(args.nodes, args.rounds, args.full_collections_every, args.switch_interval, args.watchers)
     for row in rows:
         print(
             f"{args.nodes} nodes, round {row['round']}: the loop waited at most "
             f"{row['loop_wait_max_ms']:.1f} ms (p99 {row['loop_wait_p99_ms']:.1f}); {row['pods']} pods "
             f"took at most {row['pod_max_ms']:.1f} ms (p99 {row['pod_p99_ms']:.1f}); refresh "
             f"{row['refresh_cpu_ms']:.0f} ms CPU, first decision after it "
-            f"{row['first_decide_cpu_ms']:.1f} ms; {row['full_collections']} full collection(s) so far"
+            f"{row['first_decide_cpu_ms']:.1f} ms; {row['full_collections']} full collection(s) so far; "
+            f"loop lag p99 {row['lag_p99_ms']:.1f} ms, max {row['lag_max_ms']:.1f} "
+            f"({row['lag_observations']} observations)"
         )
+    pooled = summed([row["lag_buckets"] for row in rows])
+    p99 = 1000 * histogram_quantile(LAG_QUANTILE, pooled)
+    print(
+        f"loop lag during the {len(rows)} refreshes: p99 {p99:.1f} ms, "
+        f"max {max(row['lag_max_ms'] for row in rows):.1f} ms ({pooled[-1][1]:.0f} observations)"
+    )
     if args.json:
         print(json.dumps(rows))
 

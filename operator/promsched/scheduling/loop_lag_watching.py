@@ -22,9 +22,10 @@ async def watch_loop_lag(
     interval: float = LAG_PROBE_SECONDS,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    observe: Callable[[float], None] = telemetry.event_loop_lag.observe,
 ) -> None:
-    """Record the loop's lag every `interval`, until cancelled."""
+    """Record the loop's lag every `interval` (into the histogram, or to `observe`), until cancelled."""
     while True:
         asked = clock()
         await sleep(interval)
-        telemetry.event_loop_lag.observe(max(0.0, clock() - asked - interval))
+        observe(max(0.0, clock() - asked - interval))
