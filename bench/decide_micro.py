@@ -11,7 +11,11 @@ of the decisions. Use it to check a change to the hot path before the full bench
 
 `--shapes` measures decisions for pods with placement rules too, one pod shape after another
 (`bench.pods.SHAPES`: spreading over zones or hosts, preferred or required pod anti-affinity, a host
-port), each the best of three bursts on a fresh cache; `--profile` then profiles the last shape named.
+port; and `affinity-required`, the bench pods' zone as required pod affinity), each the best of three
+bursts on a fresh cache; `--profile` then profiles the last shape named.
+
+`--bound` measures the bound pods' watch alone: CPU microseconds per Running status update of a bound
+pod (`Intake.on_bound_pod`), the best of three rounds of `--pods` pods on a fresh scheduler.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
 parsed (`Intake.on_event`: pending, bound, then running as the kubelet reports it), its cycle
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import pstats
 import random
@@ -34,14 +39,14 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.loads import skewed_profiles
-from bench.pods import SHAPES, pod_manifest
+from bench.pods import POD_LABELS, SHAPES, pod_manifest
 from bench.variants import policy_spec
 from promsched.api.policies import parse_spec
 from promsched.kube.requests import Request
 from promsched.metrics import PluginSnapshot, Series, Snapshot, plan_from_policy
 from promsched.metrics.planning import Plan
 from promsched.metrics.scoring import ScoreMemo
-from promsched.sandbox.launching import node_manifest
+from promsched.sandbox.launching import ZONE_LABEL, node_manifest
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
@@ -99,9 +104,25 @@ def snapshot_of(names: list[str], plan: Plan, seed: int = 8) -> Snapshot:
     return Snapshot(plan=plan, taken_at=now, plugins=plugins)
 
 
+# Shapes of this bench's own besides `bench.pods.SHAPES`: what each adds to the pod's spec.
+_ZONE_AFFINITY = [{"topologyKey": ZONE_LABEL, "labelSelector": {"matchLabels": POD_LABELS}}]
+OWN_SHAPES: dict[str, dict[str, Any]] = {
+    "affinity-required": {
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": _ZONE_AFFINITY}}
+    }
+}
+ALL_SHAPES = (*SHAPES, *OWN_SHAPES)
+
+
+def manifest_of(name: str, scheduler_name: str, shape: str) -> dict[str, Any]:
+    manifest = pod_manifest("bench", name, scheduler_name, shape=shape if shape in SHAPES else "plain")
+    manifest["spec"] |= OWN_SHAPES.get(shape, {})
+    return manifest
+
+
 def pod(index: int, shape: str = "plain") -> PodInfo:
-    """The benchmark's pod of `shape` (`bench.pods.SHAPES`), pending."""
-    manifest = pod_manifest("bench", f"p-{index}", "bench-promsched", shape=shape)
+    """The benchmark's pod of `shape` (`ALL_SHAPES`), pending."""
+    manifest = manifest_of(f"p-{index}", "bench-promsched", shape)
     manifest["metadata"] |= {"uid": f"uid-{index}", "resourceVersion": "1"}
     return PodInfo.from_object(manifest | {"status": {"phase": "Pending"}})
 
@@ -203,7 +224,7 @@ class FixedRefresher:
 
 def pod_object(index: int, scheduler_name: str, shape: str = "plain") -> dict[str, Any]:
     """A benchmark pod as the watch delivers it: with what the API server's admission adds."""
-    manifest = pod_manifest("bench", f"p-{index}", scheduler_name, shape=shape)
+    manifest = manifest_of(f"p-{index}", scheduler_name, shape)
     manifest["metadata"] |= {
         "uid": f"uid-{index}",
         "resourceVersion": str(10 + index),
@@ -337,6 +358,31 @@ def cycle_burst(nodes: int, pods: int, held: int = 0, shape: str = "plain") -> C
     return run
 
 
+def bound_updates(nodes: int, pods: int) -> Callable[[], float]:
+    """A scheduler fed the nodes, the policy and `pods` pods bound to them, pending; the returned
+    callable delivers each pod's Running status update as the bound pods' watch does, returning the
+    seconds it took."""
+    loop = asyncio.new_event_loop()
+    scheduler, _ = fed_scheduler(loop, nodes)
+    updates = []
+    for index in range(pods):
+        bound = pod_object(index, "another-scheduler")
+        bound["spec"]["nodeName"] = f"node-{index % nodes}"
+        scheduler.intake.on_bound_pod("ADDED", bound)
+        updates.append(next_state(bound, status=running_status(bound["spec"])))
+
+    def run() -> float:
+        started = time.process_time()
+        for update in updates:
+            scheduler.intake.on_bound_pod("MODIFIED", update)
+        seconds = time.process_time() - started
+        loop.run_until_complete(scheduler.close())
+        loop.close()
+        return seconds
+
+    return run
+
+
 def full_collections(nodes: int, held: int) -> tuple[float, float]:
     """CPU ms of a full garbage collection on the scheduler's heap with `held` running pods, before
     and after `gc.freeze()` (what the operator does once its initial lists are in), min of 5."""
@@ -366,8 +412,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
+    parser.add_argument("--bound", action="store_true", help="measure bound pods' Running updates alone")
     parser.add_argument(
-        "--shapes", help=f"pod shapes to measure, comma-separated, or all ({', '.join(SHAPES)})", default=""
+        "--shapes",
+        help=f"pod shapes to measure, comma-separated, or all ({', '.join(ALL_SHAPES)})",
+        default="",
     )
     parser.add_argument(
         "--held",
@@ -377,31 +426,34 @@ def main() -> None:
     )
     args = parser.parse_args()
     held = 10 * args.nodes if args.held is None else args.held
-    shapes = list(SHAPES) if args.shapes == "all" else [shape for shape in args.shapes.split(",") if shape]
-    if unknown := set(shapes) - set(SHAPES):
-        parser.error(f"--shapes: no shape {', '.join(sorted(unknown))}; choose from {', '.join(SHAPES)}")
-    if shapes:
+    shapes = (
+        list(ALL_SHAPES) if args.shapes == "all" else [shape for shape in args.shapes.split(",") if shape]
+    )
+    if unknown := set(shapes) - set(ALL_SHAPES):
+        parser.error(f"--shapes: no shape {', '.join(sorted(unknown))}; choose from {', '.join(ALL_SHAPES)}")
+    if args.bound:
+        per_update = 1e6 * min(bound_updates(args.nodes, args.pods)() for _ in range(3)) / args.pods
+        print(f"{args.nodes} nodes, {args.pods} bound pods: {per_update:.1f} us per Running update")
+        profiled = functools.partial(bound_updates, args.nodes, args.pods)
+    elif shapes:
         for shape, ms in measure_shapes(args.nodes, args.pods, shapes).items():
             print(f"{args.nodes} nodes, {args.pods} pods, {shape}: {ms:.2f} ms per decision")
-        if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(burst(args.nodes, args.pods, shape=shapes[-1]))
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        return
-    for row in measure(args.nodes, args.pods):
-        print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
-    if args.cycle:
-        seconds = cycle_burst(args.nodes, args.pods)()
-        print(f"{args.nodes} nodes, {args.pods} pods, whole cycle: {1000 * seconds / args.pods:.2f} ms")
-        before, frozen = full_collections(args.nodes, held)
-        print(
-            f"{args.nodes} nodes, {held} pods held: a full collection {before:.1f} ms, "
-            f"{frozen:.1f} ms after gc.freeze()"
-        )
+        profiled = functools.partial(burst, args.nodes, args.pods, shape=shapes[-1])
+    else:
+        for row in measure(args.nodes, args.pods):
+            print(f"{args.nodes} nodes, {args.pods} pods, {row['variant']}: {row['ms_per_decision']:.2f} ms")
+        if args.cycle:
+            seconds = cycle_burst(args.nodes, args.pods)()
+            print(f"{args.nodes} nodes, {args.pods} pods, whole cycle: {1000 * seconds / args.pods:.2f} ms")
+            before, frozen = full_collections(args.nodes, held)
+            print(
+                f"{args.nodes} nodes, {held} pods held: a full collection {before:.1f} ms, "
+                f"{frozen:.1f} ms after gc.freeze()"
+            )
+        profiled = functools.partial(cycle_burst if args.cycle else burst, args.nodes, args.pods)
     if args.profile:
-        run = cycle_burst(args.nodes, args.pods) if args.cycle else burst(args.nodes, args.pods)
         profiler = cProfile.Profile()
-        profiler.runcall(run)
+        profiler.runcall(profiled())
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 

@@ -181,11 +181,18 @@ class ClusterCache(VolumeObjects):
             if current is not None and current[0] == pod.node_name:
                 # Bound where we assumed it (or already counted): it is no longer in flight.
                 self.assumed.discard(pod.uid)
-                # Labels, requests and the like may change on a bound pod (a relabelling, a resize).
-                if not current[1].same_state(pod):
+                held = current[1]
+                if held.same_state(pod):
+                    return False
+                if held.counts_alike(pod):
+                    # Its status as the kubelet reports it (Running, its start): counted as it was, and
+                    # held in its latest state.
+                    self._restate(pod.node_name, held, pod)
+                else:
+                    # Labels, requests and the like may change on a bound pod (a relabelling, a resize).
                     self._uncount(pod.uid)
                     self._count(pod.node_name, pod)
-                    self._replace_placed(pod.node_name, current[1], pod)
+                    self._replace_placed(pod.node_name, held, pod)
                 return False
             freed = self._release(pod.uid)
             self._count(pod.node_name, pod)
@@ -196,6 +203,16 @@ class ClusterCache(VolumeObjects):
         # Unbound, or finished: a pod seen finished before its binding was (a missed event) no
         # longer needs the room assumed for it.
         return self._release(pod.uid)
+
+    def _restate(self, node: str, held: PodInfo, pod: PodInfo) -> None:
+        """Hold `pod`'s latest state where its last one (`held`) is held, when it counts alike: what is
+        counted and indexed of it is unchanged, so no node's usage changes."""
+        uid = pod.uid
+        self.counted[uid] = (node, pod)
+        self.node_pods[node][uid] = pod
+        if pod.claims:
+            self.claim_pods[node][uid] = pod
+        self._replace_placed(node, held, pod)
 
     def pods_selected_by(self, selector: LabelSelector) -> Iterator[tuple[str, PodInfo]]:
         """(node, pod) for each counted pod whose labels `selector` matches, in any namespace. A selector

@@ -72,7 +72,8 @@ MAX_RETRY_DELAY = 30.0
 
 def _scaled_down(before: Resources, after: Resources) -> bool:
     """Whether `after` requests less of some resource than `before`."""
-    return after.max_per_resource(before) != after
+    # The same object when the pod's requests were taken from its last state, as most updates' are.
+    return after is not before and after.max_per_resource(before) != after
 
 
 class Intake:

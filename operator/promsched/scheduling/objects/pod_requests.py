@@ -55,6 +55,17 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = Non
     statuses = _container_statuses(status)
     infeasible = _resize_infeasible(status)
     containers = spec_total
+    if _resized(spec, statuses) or infeasible or _has_pod_level_status(status):
+        allocated, actuated = _status_totals(spec, status, statuses, infeasible)
+        containers = allocated.max_per_resource(actuated)
+        if not infeasible:
+            containers = containers.max_per_resource(spec_total)
+    total = _with_pod_level(containers, spec, status, infeasible)
+    return total + _overhead(spec)
+
+
+def _resized(spec: Mapping[str, Any], statuses: Mapping[str, _Status]) -> bool:
+    """Whether a container's status reports other requests than its spec."""
     # Without any status value each reading is the spec (a pod not started, or not on a kubelet that
     # reports them): only the spec needs summing.
     with_values = any(
@@ -63,14 +74,7 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any] | None = Non
     )
     # Nor when each container's status reports its spec's requests (no resize under way, a running
     # pod's usual status): allocated and actuated are then at most the spec's, resource by resource.
-    resized = with_values and not _statuses_report_spec(spec, statuses)
-    if resized or infeasible or _has_pod_level_status(status):
-        allocated, actuated = _status_totals(spec, status, statuses, infeasible)
-        containers = allocated.max_per_resource(actuated)
-        if not infeasible:
-            containers = containers.max_per_resource(spec_total)
-    total = _with_pod_level(containers, spec, status, infeasible)
-    return total + _overhead(spec)
+    return with_values and not _statuses_report_spec(spec, statuses)
 
 
 def _statuses_report_spec(spec: Mapping[str, Any], statuses: Mapping[str, _Status]) -> bool:
@@ -95,9 +99,14 @@ def _statuses_report_spec(spec: Mapping[str, Any], statuses: Mapping[str, _Statu
     return True
 
 
-def requests_status_key(status: Mapping[str, Any]) -> tuple[object, ...]:
-    """What of a pod's status `pod_requests` reads (keep the two in step): for the same spec, statuses
-    with equal keys give equal requests."""
+def requests_status_key(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[object, ...]:
+    """What of a pod's status `pod_requests` reads with `spec` (keep the two in step): for the same spec,
+    statuses with equal keys give equal requests. A status that leaves the spec's requests as they are
+    (none of the containers' reports differ from the spec, no resize infeasible, no pod-level status: a
+    pod pending, or running as the kubelet started it) has the empty key, as no status has."""
+    statuses = _container_statuses(status)
+    if not (_resize_infeasible(status) or status.get("resources") is not None or _resized(spec, statuses)):
+        return ()
     return (
         *(
             (entry.get("name"), entry.get("allocatedResources"), entry.get("resources"))

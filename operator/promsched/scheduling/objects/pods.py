@@ -161,6 +161,11 @@ class PodInfo:
         """Whether `other` holds what this does, but perhaps at another resourceVersion."""
         return _STATE_BUT_VERSION(self) == _STATE_BUT_VERSION(other)
 
+    def counts_alike(self, other: PodInfo) -> bool:
+        """Whether `other` differs from this in nothing but what the kubelet reports of a pod it runs
+        (`KUBELET_REPORTED`): whatever counts or indexes a pod on its node reads of the two is the same."""
+        return _COUNTED_STATE(self) == _COUNTED_STATE(other)
+
     def tolerates(self, taint: Taint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
 
@@ -225,7 +230,7 @@ class PodInfo:
         # the spec's parse is taken from its last state when the rest of the spec and what it is read
         # with are the same.
         spec_read = {key: value for key, value in spec.items() if key != "nodeName"}
-        source = PodSource(_digest(spec_read), _digest(requests_status_key(status)))
+        source = PodSource(_digest(spec_read), _digest(requests_status_key(spec, status)))
         held = previous.source if previous is not None else None
         if (
             previous is not None
@@ -271,6 +276,14 @@ class PodInfo:
 # What `PodInfo.same_state` compares: cheaper than a copy at the other's version compared whole.
 _STATE_BUT_VERSION: Final = operator.attrgetter(
     *(field.name for field in fields(PodInfo) if field.compare and field.name != "resource_version")
+)
+# What the kubelet's status updates of a bound pod change (each pod brings one as it starts running), and
+# nothing that counts pods on nodes keeps apart from the pod: the filters, the cache's counts and
+# indexes read none of it, and what does (estimation reads the start) reads the pod's latest state.
+KUBELET_REPORTED: Final = frozenset({"phase", "started_at", "scheduled_condition", "resource_version"})
+# What `PodInfo.counts_alike` compares.
+_COUNTED_STATE: Final = operator.attrgetter(
+    *(field.name for field in fields(PodInfo) if field.compare and field.name not in KUBELET_REPORTED)
 )
 
 
