@@ -11,7 +11,8 @@ are scored anew.
 
 `decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
 the node and its usage totals, and no pod is nominated. Cluster checks that can tell which nodes they
-reject (topology spreading, pod anti-affinity: the nodes of a few domains) overrule the board there.
+reject (topology spreading, pod anti-affinity: the nodes of a few domains; pod affinity: those outside
+a few) overrule the board there.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ class Board:
         overruled: dict[int, str] = {}  # position -> the check's reason, where the filters passed
         if rejected:
             feasible = bytearray(feasible)
+            index, passed = self.index, self.passed  # looked up once: a check may reject most nodes
             for name, status in rejected.items():
-                position = self.index[name]
-                if self.passed[position]:
+                position = index[name]
+                if passed[position]:
                     feasible[position] = 0
                     overruled[position] = status.reason
         searched = _searched(feasible, start, wanted, total)
@@ -94,12 +96,14 @@ class Board:
             ranked.extend(compress(self.results[low:high], window))  # type: ignore[arg-type]
             nodes.extend(compress(self.nodes[low:high], window))  # type: ignore[arg-type]
             filtered.update(filter(None, self.reasons[low:high]))
-        for position, reason in overruled.items():
-            if any(low <= position < high for low, high in segments):
-                threshold = self.reasons[position]  # a metric threshold's, or None: it was feasible
-                if threshold is not None:
-                    filtered[threshold] -= 1
-                filtered[reason] += 1
+        # On the overruled nodes searched, the check's reason counts in place of a metric threshold's (or
+        # of none: the node was feasible). Counted in bulk: a check may overrule most nodes.
+        overruled_searched = [position for position in overruled if (position - start) % total < searched]
+        filtered.update([overruled[position] for position in overruled_searched])
+        reasons = self.reasons
+        filtered.subtract(
+            [threshold for position in overruled_searched if (threshold := reasons[position]) is not None]
+        )
         return Search(ranked, nodes, +filtered, ClusterEvent.NONE, searched)
 
 

@@ -126,8 +126,7 @@ def known_rejections(checks: Iterable[NodeCheck], cache: ClusterCache) -> dict[s
         own = check.rejections(cache) if isinstance(check, RejectionsKnown) else None
         if own is None:
             return None
-        for name, status in own.items():
-            rejected.setdefault(name, status)  # the first check's, as run_checks stops at it
+        rejected = own | rejected  # the first check's status where two reject, as run_checks stops at it
     return rejected
 
 

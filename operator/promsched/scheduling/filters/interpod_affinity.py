@@ -11,7 +11,7 @@ domain holds a match, and the node is in no domain an existing pod keeps the inc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from promsched.scheduling.filters.queueing_hints import (
@@ -26,6 +26,7 @@ from promsched.scheduling.objects.pods import PodInfo
 
 if TYPE_CHECKING:
     from promsched.scheduling.cluster.caches import ClusterCache
+    from promsched.scheduling.cluster.node_labels import NodeLabelIndex
 
 AFFINITY: Final = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
@@ -112,17 +113,40 @@ class InterPodAffinityCheck:
                     return _EXISTING_ANTI_AFFINITY
         return None
 
-    def rejections(self, cache: ClusterCache) -> dict[str, Status] | None:
-        """With anti-affinity alone: the nodes of the domains holding a match, checked. Affinity terms
-        admit the nodes of a few domains instead, so their nodes are each checked."""
-        if self.affinity_terms:
-            return None
+    def rejections(self, cache: ClusterCache) -> dict[str, Status]:
+        """The nodes outside the domains the affinity terms admit, found through those domains, then of
+        the others those of the domains holding an anti-affinity match, checked: as kube's PreFilter
+        makes the node loop a lookup, this makes the pod's cost the domains', not a visit to each node."""
         labels = cache.indexes.node_labels.following(cache)
+        rejected = (
+            dict.fromkeys(self._outside_affinity(labels, cache), _AFFINITY) if self.affinity_terms else {}
+        )
         candidates: set[str] = set()
         for key, value in (*self.anti_counts, *self.existing_anti_counts):
             candidates.update(labels.named(key, value))
         nodes = cache.nodes
-        return {name: status for name in candidates if (status := self.check(nodes[name])) is not None}
+        for name in candidates.difference(rejected):
+            if (status := self.check(nodes[name])) is not None:
+                rejected[name] = status
+        return rejected
+
+    def _outside_affinity(self, labels: NodeLabelIndex, cache: ClusterCache) -> Iterable[str]:
+        """The nodes `_satisfies_affinity` refuses."""
+        keys = {term.topology_key for term in self.affinity_terms}
+        if not self.affinity_counts:
+            # Nothing matches anywhere: the first of a group that attracts itself may go to any node
+            # carrying every key; any other pod fits nowhere.
+            if not self.attracts_itself:
+                return cache.nodes
+            return set().union(*(labels.lacking(key, cache) for key in keys))
+        # Else a node must be, for each key, in a domain holding a match.
+        admitted: set[str] | None = None
+        for key in keys:
+            held = set().union(
+                *(labels.named(*domain) for domain in self.affinity_counts if domain[0] == key)
+            )
+            admitted = held if admitted is None else admitted & held
+        return cache.nodes.keys() - (admitted or set())
 
     def _satisfies_affinity(self, labels: Mapping[str, str]) -> bool:
         matched_everywhere = True
