@@ -17,17 +17,14 @@ cache is off, so repeats cost what a fresh refresh would: the figures compare en
 from __future__ import annotations
 
 import asyncio
-import gzip
 import subprocess
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from bench import commanding
-from bench.query_cost import RULES, Prometheus, queries
+from bench.query_cost import Prometheus, every_refresh, queries
 from promsched.metrics import PrometheusClient, PrometheusEndpoint
 from promsched.sandbox.builds import installing
 from promsched.sandbox.control_plane.supervising import free_port, http_ok, wait_until
@@ -77,16 +74,6 @@ class VictoriaMetrics(Prometheus):
                 return
 
 
-def _answer_sizes(url: str, expression: str, at: float) -> tuple[int, int]:
-    """Bytes of the answer on the wire (gzip) and decoded."""
-    data = urllib.parse.urlencode({"query": expression, "time": at}).encode()
-    request = urllib.request.Request(f"{url}/api/v1/query", data=data, headers={"Accept-Encoding": "gzip"})
-    with urllib.request.urlopen(request, timeout=300) as response:
-        body = response.read()
-        encoded = response.headers.get("Content-Encoding") == "gzip"
-    return len(body), len(gzip.decompress(body) if encoded else body)
-
-
 def _promsched_cpu_seconds(url: str, expression: str, at: float, repeats: int) -> float:
     """promsched's own CPU per query: its client sending it and reading the answer into a result."""
 
@@ -102,11 +89,11 @@ def _promsched_cpu_seconds(url: str, expression: str, at: float, repeats: int) -
 
 
 def refresh_queries() -> dict[str, str]:
-    """The queries of one refresh as promsched sends them, and the rebalancer's sustained cpu."""
+    """The queries of every refresh as promsched sends them, and the rebalancer's sustained cpu."""
     return {
         name: expression
         for name, expression in queries().items()
-        if "(joined)" not in name and RULES not in name
+        if every_refresh(name) or name == "sustained cpu"
     }
 
 
@@ -119,7 +106,7 @@ def measure_engine(engine: Prometheus, at: float, repeats: int) -> list[dict[str
             engine.query(expression, at)
         engine_cpu = (engine.cpu_seconds() - cpu) / repeats
         engine_allocated = (engine.allocated_bytes() - allocated) / repeats
-        wire, decoded = _answer_sizes(engine.url, expression, at)
+        wire, decoded = engine.answer_sizes(expression, at)
         rows.append(
             {
                 "query": name,

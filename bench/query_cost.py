@@ -5,20 +5,25 @@
 Writes `--history` seconds of the sandbox exporter's node_exporter series for `--nodes` nodes (one every
 2 s), backfills them with promtool into a fresh Prometheus, and asks each of the benchmark policy's
 plugin queries `--repeats` times at the history's end, one at a time. For each it reports the series
-answered, and Prometheus's CPU (its /proc stat) and memory allocated (go_memstats_alloc_bytes_total)
-per query: first as promsched sends them, with node_uname_info asked once per refresh, then as it sent
-them before 1aae93c, each joined with node_uname_info; the rebalancer's sustained query for cpu both
-ways; and the benchmark's rules variant's queries (`source: RecordingRules`), over the sandbox's node
-mixin rules, which promtool evaluates over the same history first. The data sit in persisted blocks, so
-the figures are lower than a live Prometheus's (whose last minutes are in its head) and compare queries,
-not machines. What evaluating the rules costs is not counted: kube-prometheus-stack evaluates them
-whether or not promsched reads them.
+answered, the answer's bytes (JSON, and gzipped as promsched asks), and Prometheus's CPU (its /proc
+stat) and memory allocated (go_memstats_alloc_bytes_total) per query: first as promsched sends them,
+with node_uname_info asked once per refresh and the network query's link speeds asked apart (`network
+link speeds`: once per staleAfter, every `LINK_SPEEDS_EVERY` refreshes at the policy's settings); the
+network query whole, as it was sent before (`network (whole)`); the plugins as promsched sent them before
+1aae93c, each joined with node_uname_info; the rebalancer's sustained query for cpu both ways; and the
+benchmark's rules variant's queries (`source: RecordingRules`), over the sandbox's node mixin rules,
+which promtool evaluates over the same history first. The data sit in persisted blocks, so the figures
+are lower than a live Prometheus's (whose last minutes are in its head) and compare queries, not
+machines. What evaluating the rules costs is not counted: kube-prometheus-stack evaluates them whether
+or not promsched reads them.
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -34,6 +39,7 @@ from bench import commanding
 from bench.variants import VARIANTS, policy_spec
 from promsched.api.plugin_specs import PluginSpec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
+from promsched.api.policies import parse_duration
 from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
 from promsched.metrics.plugins import build_plugin
 from promsched.metrics.sustaining import sustained_query
@@ -43,26 +49,47 @@ from promsched.sandbox.node_metrics.monitoring import SCRAPE_SECONDS
 from promsched.sandbox.node_metrics.profiles import LoadProfile
 
 # What each query carried until 1aae93c: the baseline the figures are compared with.
-JOINED = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
+JOIN = " * on(instance) group_left(nodename) max by (instance, nodename) (node_uname_info)"
 SUSTAINED_WINDOW_SECONDS = 300.0
 RULES = " (rules)"
+JOINED = " (joined)"
+WHOLE = " (whole)"  # a split query sent whole, as before the split
+LINK_SPEEDS = " link speeds"  # a split query's divisor, asked once per staleAfter
 RULES_VARIANT = next(variant for variant in VARIANTS if variant.metric_source is not None)
+REFRESH_SECONDS = 15.0  # the operator's default refreshInterval
+# A split query's divisor is asked when the one kept is staleAfter old: once per this many refreshes.
+LINK_SPEEDS_EVERY = math.ceil(
+    parse_duration(policy_spec("", "")["staleAfter"], "staleAfter") / REFRESH_SECONDS
+)
+
+
+def every_refresh(name: str) -> bool:
+    """Whether a query of `queries()` is one promsched sends on every refresh now."""
+    return not any(part in name for part in (JOINED, WHOLE, LINK_SPEEDS, RULES)) and not name.startswith(
+        "sustained"
+    )
 
 
 def queries() -> dict[str, str]:
-    """name -> PromQL: the bench policy's plugins and the uname query, then the same joined."""
+    """name -> PromQL: the bench policy's plugins as sent (a split one's parts) and the uname query, the
+    split ones whole, then the plugins joined."""
     identity = NodeIdentity.from_spec(NodeIdentitySpec())
     plugins = [
         build_plugin(PluginSpec.model_validate(spec), identity) for spec in policy_spec("", "")["plugins"]
     ]
-    now = {plugin.name: plugin.query for plugin in plugins} | {"node_uname_info": UNAME_QUERY}
-    before = {f"{plugin.name} (joined)": f"({plugin.query}){JOINED}" for plugin in plugins}
+    now = {plugin.name: plugin.split.numerator if plugin.split else plugin.query for plugin in plugins} | {
+        "node_uname_info": UNAME_QUERY
+    }
+    split = {f"{p.name}{LINK_SPEEDS}": p.split.divisor for p in plugins if p.split} | {
+        f"{p.name}{WHOLE}": p.query for p in plugins if p.split
+    }
+    before = {f"{plugin.name}{JOINED}": f"({plugin.query}){JOIN}" for plugin in plugins}
     cpu = plugins[0]
     joined_cpu = copy.copy(cpu)  # the same plugin, its query as it was sent before
-    joined_cpu.query = f"({cpu.query}){JOINED}"
+    joined_cpu.query = f"({cpu.query}){JOIN}"
     sustained = {
         "sustained cpu": sustained_query(cpu, SUSTAINED_WINDOW_SECONDS, higher_is_better=False),
-        "sustained cpu (joined)": sustained_query(
+        f"sustained cpu{JOINED}": sustained_query(
             joined_cpu, SUSTAINED_WINDOW_SECONDS, higher_is_better=False
         ),
     }
@@ -73,7 +100,7 @@ def queries() -> dict[str, str]:
         for plugin in (build_plugin(PluginSpec.model_validate(entry), by_name) for entry in spec["plugins"])
         if plugin.name != "diskSpace"  # no rule: the same query as above
     }
-    return now | before | sustained | rules
+    return now | split | before | sustained | rules
 
 
 class Prometheus:
@@ -94,6 +121,16 @@ class Prometheus:
             ]
         )
         wait_until("Prometheus /-/ready", lambda: http_ok(f"{self.url}/-/ready"), 120)
+
+    def answer_sizes(self, expression: str, at: float) -> tuple[int, int]:
+        """Bytes of the answer on the wire (gzip, as promsched asks) and decoded."""
+        data = urllib.parse.urlencode({"query": expression, "time": at}).encode()
+        headers = {"Accept-Encoding": "gzip"}
+        request = urllib.request.Request(f"{self.url}/api/v1/query", data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=300) as response:
+            body = response.read()
+            encoded = response.headers.get("Content-Encoding") == "gzip"
+        return len(body), len(gzip.decompress(body) if encoded else body)
 
     def query(self, expression: str, at: float) -> int:
         data = urllib.parse.urlencode({"query": expression, "time": at}).encode()
@@ -157,12 +194,16 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
                 cpu, allocated = prometheus.cpu_seconds(), prometheus.allocated_bytes()
                 for _ in range(repeats):
                     prometheus.query(expression, at)
+                spent, allocated = prometheus.cpu_seconds() - cpu, prometheus.allocated_bytes() - allocated
+                wire, decoded = prometheus.answer_sizes(expression, at)
                 rows.append(
                     {
                         "query": name,
                         "series": series,
-                        "cpu_ms": 1000 * (prometheus.cpu_seconds() - cpu) / repeats,
-                        "allocated_mb": (prometheus.allocated_bytes() - allocated) / repeats / 1e6,
+                        "wire_kb": wire / 1e3,
+                        "json_kb": decoded / 1e3,
+                        "cpu_ms": 1000 * spent / repeats,
+                        "allocated_mb": allocated / repeats / 1e6,
                     }
                 )
             return rows
@@ -170,16 +211,31 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
             prometheus.stop()
 
 
+TOTALLED = ("queries", "series", "wire_kb", "json_kb", "cpu_ms", "allocated_mb")
+
+
 def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """A refresh's sum: as sent now (plugins + node_uname_info), before (the plugins joined), and with
-    the rules (the rule queries and diskSpace's; nodes named by `instance`, so no node_uname_info)."""
+    """A refresh's sum: as sent now (the plugins, a split one's divisor a `LINK_SPEEDS_EVERY`th of the
+    time, and node_uname_info), whole (the split queries whole, as before the split), before (the
+    plugins joined, before 1aae93c) and with the rules (the rule queries and diskSpace's; nodes named
+    by `instance`, so no node_uname_info)."""
     by_name = {row["query"]: row for row in rows if not row["query"].startswith("sustained")}
-    now = [row for name, row in by_name.items() if "(joined)" not in name and RULES not in name]
-    before = [row for name, row in by_name.items() if name.endswith("(joined)")]
-    rules = [row for name, row in by_name.items() if name.endswith(RULES)] + [by_name["diskSpace"]]
+    sent = [(row, 1.0) for name, row in by_name.items() if every_refresh(name)]
+    now = sent + [(row, 1 / LINK_SPEEDS_EVERY) for name, row in by_name.items() if name.endswith(LINK_SPEEDS)]
+    split = {name.removesuffix(WHOLE) for name in by_name if name.endswith(WHOLE)}
+    whole = [(row, 1.0) for name, row in by_name.items() if name.endswith(WHOLE)] + [
+        (row, 1.0) for name, row in by_name.items() if every_refresh(name) and name not in split
+    ]
+    joined = [(row, 1.0) for name, row in by_name.items() if name.endswith(JOINED)]
+    rules = [(row, 1.0) for name, row in by_name.items() if name.endswith(RULES)] + [
+        (by_name["diskSpace"], 1.0)
+    ]
     return {
-        label: {key: sum(row[key] for row in chosen) for key in ("cpu_ms", "allocated_mb")}
-        for label, chosen in (("now", now), ("before", before), ("rules", rules))
+        label: {
+            key: sum(share * (1 if key == "queries" else row[key]) for row, share in chosen)
+            for key in TOTALLED
+        }
+        for label, chosen in (("now", now), ("whole", whole), ("before", joined), ("rules", rules))
     }
 
 
@@ -193,11 +249,16 @@ def main() -> None:
     rows = measure(args.nodes, args.repeats, args.history)
     for row in rows:
         print(
-            f"{row['query']:24} {row['series']:6} series  {row['cpu_ms']:7.1f} ms CPU  "
+            f"{row['query']:24} {row['series']:6} series  {row['json_kb']:7.1f} kB "
+            f"({row['wire_kb']:5.1f} gzipped)  {row['cpu_ms']:7.1f} ms CPU  "
             f"{row['allocated_mb']:6.1f} MB allocated"
         )
     for label, total in refresh_totals(rows).items():
-        print(f"a refresh, {label}: {total['cpu_ms']:.0f} ms CPU, {total['allocated_mb']:.0f} MB allocated")
+        print(
+            f"a refresh, {label}: {total['queries']:.2f} queries, {total['series']:.0f} series, "
+            f"{total['json_kb']:.0f} kB ({total['wire_kb']:.1f} gzipped), {total['cpu_ms']:.0f} ms CPU, "
+            f"{total['allocated_mb']:.0f} MB allocated"
+        )
     if args.json:
         print(json.dumps(rows))
 

@@ -4,7 +4,7 @@
 
 A stand-in Prometheus in another process answers every query with one series per node, labelled with
 its instance and nodename (so the plugins' queries and node_uname_info's alike; fresh values each time),
-six queries a refresh. In this process a
+six queries a refresh (and the network plugin's link speeds on the first). In this process a
 `Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each refresh
 the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The
 garbage collector is settled after set-up as the operator settles it once its initial lists are in

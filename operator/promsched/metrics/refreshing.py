@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 
+from promsched.metrics.dividing import Divisors, divided
 from promsched.metrics.engines import engine_of
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import NodeDirectory, assign_nodes, resolve_hostnames
@@ -70,10 +71,12 @@ async def _refresh_plugin(
     at: float,
     previous: PluginSnapshot | None,
     observer: RefreshObserver,
+    stale_after: float,
 ) -> PluginSnapshot:
     started = time.monotonic()
     try:
-        result = await client.query(plugin.query, at=at)
+        kept = previous.divisors if previous is not None else None
+        result, divisors = await _ask(plugin, client, at, kept, stale_after)
         directory = nodes if isinstance(nodes, NodeDirectory) else await nodes
         if isinstance(directory, PrometheusError):
             # Every plugin that maps through the hostnames raises this one error: afresh, or each raise
@@ -95,19 +98,43 @@ async def _refresh_plugin(
             refreshed_at=previous.refreshed_at,
             error=error,
             report=previous.report,
+            divisors=previous.divisors,
         )
     observer.query_finished(plugin.name, time.monotonic() - started, None)
     if result.warnings:
         observer.query_warned(plugin.name, result.warnings)
     if previous is not None and previous.error is not None:
         logger.info("Plugin %s: the query works again", plugin.name)
-    return await off_loop(_plugin_snapshot, plugin, result, directory, at)
+    return await off_loop(_plugin_snapshot, plugin, result, divisors, directory, at)
+
+
+async def _ask(
+    plugin: Plugin, client: PrometheusClient, at: float, kept: Divisors | None, stale_after: float
+) -> tuple[QueryResult, Divisors | None]:
+    """The plugin's answer; for a split query its numerator's, and the divisors to divide it by: those
+    kept where still usable and covering every node it names, else asked now."""
+    split = plugin.split
+    if split is None:
+        return await client.query(plugin.query, at=at), None
+    if kept is not None and kept.usable(split, at, stale_after):
+        numerator = await client.query(split.numerator, at=at)
+        if kept.cover(numerator, split.on):
+            return numerator, kept
+        divisor = await client.query(split.divisor, at=at)  # a node joined
+    else:
+        numerator, divisor = await asyncio.gather(
+            client.query(split.numerator, at=at), client.query(split.divisor, at=at)
+        )
+    numerator = dataclasses.replace(numerator, warnings=numerator.warnings + divisor.warnings)
+    return numerator, await off_loop(Divisors.of, divisor, split.on, at)
 
 
 def _plugin_snapshot(
-    plugin: Plugin, result: QueryResult, directory: NodeDirectory, at: float
+    plugin: Plugin, result: QueryResult, divisors: Divisors | None, directory: NodeDirectory, at: float
 ) -> PluginSnapshot:
     # Run off the event loop (pure work on immutable inputs): a node per series, a sample per node.
+    if divisors is not None and plugin.split is not None:
+        result = divided(result, divisors, plugin.split, plugin.query)
     assignment = assign_nodes(result, plugin.identity, directory)
     return PluginSnapshot(
         plugin=plugin,
@@ -115,6 +142,7 @@ def _plugin_snapshot(
         series=MappingProxyType(dict(assignment.by_node)),
         refreshed_at=at,
         report=assignment.report,
+        divisors=divisors,
     )
 
 
@@ -142,6 +170,7 @@ async def take_snapshot(
             at,
             previous.plugins.get(plugin.name) if previous is not None else None,
             observer,
+            plan.stale_after_seconds,
         )
         for plugin in plan.plugins
     ]

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from promsched.metrics.dividing import Divisors
 from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import SeriesReport
 from promsched.metrics.planning import Plan
@@ -22,7 +23,8 @@ class PluginSnapshot:
 
     After a failed query the previous samples stay (they age until `staleAfter` makes them missing)
     and `error` says why they were not renewed. `series` keeps the mapped series the samples were
-    computed from, so a changed plugin with the same query can rescore them.
+    computed from, so a changed plugin with the same query can rescore them. `divisors`: a split query's
+    (`dividing`), kept for the next refreshes.
     """
 
     plugin: Plugin
@@ -31,6 +33,7 @@ class PluginSnapshot:
     refreshed_at: float | None  # unix time of the last successful query; None: none yet
     error: PrometheusError | None = None  # why the latest query failed; None when it succeeded
     report: SeriesReport = field(default_factory=SeriesReport)
+    divisors: Divisors | None = None
 
     @classmethod
     def empty(cls, plugin: Plugin) -> PluginSnapshot:

@@ -15,6 +15,7 @@ from typing import ClassVar
 from promsched.api.builtins import NODE_MIXIN_RULES
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
+from promsched.metrics.dividing import SplitQuery
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.samples import Sample, Series
 
@@ -59,7 +60,10 @@ def used_percent(available: str, total: str, by: str) -> str:
 
 
 class Plugin(ABC):
-    """A plugin compiled from its policy entry: `query` is the exact text sent on every refresh."""
+    """A plugin compiled from its policy entry: `query` is the exact text of what each refresh asks, sent
+    whole unless `split` says in which two parts (`dividing`)."""
+
+    split: SplitQuery | None = None
 
     def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
         self.name = spec.name

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, NODE_MIXIN_RULES
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
+from promsched.metrics.dividing import SplitQuery
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins.interface import LoadPlugin, relative_scores
 from promsched.metrics.samples import Sample, Series
@@ -45,12 +46,23 @@ class NetworkPlugin(LoadPlugin):
             else spec.device_exclude_pattern
         )
         super().__init__(spec, identity)
+        if not self.reads_recording_rules:
+            # Sent as its traffic and, no more often than staleAfter needs, its link speeds (`dividing`).
+            by = promql.label_name(self.identity.node_label)
+            self.split = SplitQuery(
+                self._traffic(by), self._per_unit(by), self.identity.node_label, UNIT_LABEL
+            )
 
     def expression(self, by: str) -> str:
+        return f"{self._traffic(by)} / on({by}) group_left({UNIT_LABEL}) ({self._per_unit(by)})"
+
+    def _device(self) -> str:
         if self.devices:
-            device = promql.matches("device", promql.any_of(self.devices))
-        else:
-            device = promql.not_matches("device", self.exclude_pattern)
+            return promql.matches("device", promql.any_of(self.devices))
+        return promql.not_matches("device", self.exclude_pattern)
+
+    def _traffic(self, by: str) -> str:
+        device = self._device()
         per_device = f"{by}, device"
 
         def traffic_over(window: str) -> str:
@@ -63,7 +75,13 @@ class NetworkPlugin(LoadPlugin):
             )
             return f"sum by ({by}) ({receive} + {transmit})"
 
-        traffic = self.rated(traffic_over)
+        return self.rated(traffic_over)
+
+    def _per_unit(self, by: str) -> str:
+        """What each node's traffic is divided by, labelled with the unit it gives: a hundredth of its
+        link speed (a percent), else 1 (bytes/s)."""
+        device = self._device()
+        per_device = f"{by}, device"
         speed_series = promql.selector("node_network_speed_bytes", device)
         device_speed = f"(max by ({per_device}) ({speed_series}) > 0)"
         counted = promql.selector("node_network_receive_bytes_total", device)
@@ -71,15 +89,12 @@ class NetworkPlugin(LoadPlugin):
         # operators match many-to-many, so these sides need no de-duplication.)
         unknown_speed = f"({counted} unless on({per_device}) {speed_series} > 0)"
         hundredth_of_speed = f"(sum by ({by}) {device_speed} unless on({by}) {unknown_speed}) / 100"
-        # What each node's traffic is divided by, labelled with the unit it gives: a hundredth of its
-        # link speed (a percent), else 1 (bytes/s). The rates, the costly part, are taken once: a fifth
-        # less of Prometheus's CPU than computing the traffic for each unit (bench.query_cost's figures
-        # in the commit).
-        per_unit = (
+        # The rates, the costly part, are taken once: a fifth less of Prometheus's CPU than computing the
+        # traffic for each unit (bench.query_cost's figures in the commit).
+        return (
             f"{promql.with_label(hundredth_of_speed, UNIT_LABEL, PERCENT)} or on({by})"
             f" {promql.with_label(f'group by ({by}) ({counted})', UNIT_LABEL, BYTES_PER_SECOND)}"
         )
-        return f"{traffic} / on({by}) group_left({UNIT_LABEL}) ({per_unit})"
 
     def rule_expression(self, by: str) -> str:
         receive, transmit = NODE_MIXIN_RULES[self.name]
