@@ -37,9 +37,9 @@ import yaml
 
 from bench import commanding
 from bench.variants import VARIANTS, policy_spec
+from promsched.api.fields import parse_duration
 from promsched.api.plugin_specs import PluginSpec
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
-from promsched.api.policies import parse_duration
 from promsched.metrics.identifying import UNAME_QUERY, NodeIdentity
 from promsched.metrics.plugins import build_plugin
 from promsched.metrics.sustaining import sustained_query
