@@ -41,7 +41,8 @@ from promsched.scheduling.filters import (
 from promsched.scheduling.filters.node_verdicts import (
     node_only_prefix,
     pod_key,
-    requests_key,
+    usage_key,
+    usage_only,
     usage_totals_only,
 )
 from promsched.scheduling.framework import (
@@ -197,13 +198,14 @@ def decide(
     # Start where the previous pod's search stopped, so every node gets its turn (as kube does).
     start = start % total_nodes if total_nodes else 0
     split = node_only_prefix(filters)
-    whole = not cache.nominated and usage_totals_only(filters[split:])
+    boarded = not cache.nominated and usage_only(filters[split:])
+    whole = boarded and usage_totals_only(filters[split:])
     search = None
-    # Nothing but the node and its usage totals decides the filters: the memo's board has every node's
-    # outcome, which the checks overrule on the nodes they reject, when they can tell which.
-    checked_out = known_rejections(checks, cache) if whole and total_nodes else None
+    # Nothing but the node and its usage decides the filters: the memo's board has every node's outcome,
+    # which the checks overrule on the nodes they reject, when they can tell which.
+    checked_out = known_rejections(checks, cache) if boarded and total_nodes else None
     if checked_out is not None:
-        key = (filters, pod_key(pod), requests_key(pod), incoming.amounts if incoming is not None else None)
+        key = (filters, pod_key(pod), usage_key(pod), incoming.amounts if incoming is not None else None)
         herd = memo.herd_loads(cache)
         board = memo.boards.board(key, pod, cache, snapshot, memo.scores, herd, filters, incoming)
         search = board.search(start, wanted, checked_out)

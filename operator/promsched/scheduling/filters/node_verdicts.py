@@ -10,6 +10,12 @@ ports, which change in place. Only a leading run of node-only filters is kept, o
 filters when every one after that run reads usage totals only, so the first failing filter, and with
 it the reason counted, stays the one kube's order gives.
 
+Boards (`cycle.boards`) keep every node's verdict and judge anew the nodes whose object or counted pods
+changed (the cache's change feeds), so they take, besides, filters that read more of the usage than its
+totals: a filter reads the usage only (`usage_only = True`) when its verdict depends on the node object,
+what `usage_key` holds of the pod and what the pods counted on the node take (`NodeUsage`), host ports
+included.
+
 A verdict is kept with the node object it was reached on (the cache replaces that object whenever the
 node changes) and, for usage-total verdicts, with the usage's `requested` (an immutable value, replaced
 whenever a pod is counted or uncounted) and pod count, so a changed node is judged anew.
@@ -56,10 +62,20 @@ def pod_key(pod: PodInfo) -> Hashable:
     return pod.tolerations, tuple(pod.node_selector.items()), pod.required_affinity
 
 
+def usage_only(filters: Sequence[object]) -> bool:
+    """Whether every one of `filters` reads no more of a node than its object and its usage."""
+    return all(getattr(node_filter, "usage_only", False) for node_filter in filters)
+
+
 def requests_key(pod: PodInfo) -> Hashable:
     """What usage-total filters read of a pod besides `pod_key`: its requests."""
     requests = pod.requests
     return requests.milli_cpu, requests.memory, requests.ephemeral_storage, tuple(requests.scalars.items())
+
+
+def usage_key(pod: PodInfo) -> Hashable:
+    """What usage-only filters read of a pod besides `pod_key`: its requests and host ports."""
+    return requests_key(pod), pod.host_ports
 
 
 class NodeVerdicts:

@@ -24,6 +24,9 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 
 class NodePorts:
     name = "NodePorts"
+    # On the boards, which judge anew the nodes whose pods changed (see node_verdicts); not usage-totals
+    # only: a node's host ports may change while its totals stay the same.
+    usage_only = True
     events = ClusterEvent.NODE_ADDED | ClusterEvent.ASSIGNED_POD_DELETED
     hints = NO_HINTS
 
