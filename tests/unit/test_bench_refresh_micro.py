@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from bench.refresh_micro import added, histogram_quantile, measure, summed
+from bench.refresh_micro import added, bucketed, histogram_quantile, measure, summed
 
 
 def test_each_round_samples_every_node_and_decides_a_pod() -> None:
@@ -19,6 +19,8 @@ def test_each_round_samples_every_node_and_decides_a_pod() -> None:
     # The operator's watcher ran beside the refresh, into its histogram.
     assert all(row["lag_observations"] > 0 for row in rows)
     assert all(row["lag_buckets"][-1][1] == row["lag_observations"] for row in rows)
+    # Those made until the refresh returned are some of them.
+    assert all(row["lag_refresh_buckets"][-1][1] <= row["lag_observations"] for row in rows)
 
 
 BOUNDS = (0.001, 0.005, 0.02, 0.05, math.inf)
@@ -32,6 +34,10 @@ def test_a_reading_less_the_one_before_is_what_was_observed_between() -> None:
     before, after = buckets(1, 2, 3, 3, 3), buckets(4, 6, 9, 9, 10)
 
     assert added(before, after) == buckets(3, 4, 6, 6, 7)
+
+
+def test_values_are_counted_in_every_bucket_whose_bound_they_reach() -> None:
+    assert bucketed([0.001, 0.003, 0.03, 7.0], BOUNDS) == buckets(1, 2, 2, 3, 4)
 
 
 def test_rounds_add_up_bucket_by_bucket() -> None:
