@@ -134,6 +134,25 @@ def test_a_running_update_holds_the_pods_latest_state_without_counting_it_again(
     assert cache.usage_changes.count == usage_changes
 
 
+def test_the_binding_of_an_assumed_pod_holds_its_bound_state_without_counting_it_again() -> None:
+    cache = ClusterCache()
+    intake = intake_of(cache)
+    unbound = just_bound()
+    del unbound["spec"]["nodeName"]
+    bound = later(unbound, lambda binding: binding["spec"].update(nodeName="n1"))
+    intake.on_event(PODS, "ADDED", unbound)
+    uid = bound["metadata"]["uid"]
+    cache.assume(intake.pending[uid], "n1")
+    usage_changes = cache.usage_changes.count
+
+    intake.on_bound_pod("ADDED", bound)
+
+    assert cache.counted[uid] == ("n1", PodInfo.from_object(bound))
+    assert uid not in cache.assumed
+    assert counts(cache) == fresh_counts(bound)
+    assert cache.usage_changes.count == usage_changes
+
+
 def resized(obj: dict[str, Any]) -> None:
     obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "300m"
 

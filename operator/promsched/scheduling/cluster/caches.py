@@ -185,8 +185,8 @@ class ClusterCache(VolumeObjects):
                 if held.same_state(pod):
                     return False
                 if held.counts_alike(pod):
-                    # Its status as the kubelet reports it (Running, its start): counted as it was, and
-                    # held in its latest state.
+                    # Its binding, or its status as the kubelet reports it (Running, its start): counted
+                    # as it was, and held in its latest state.
                     self._restate(pod.node_name, held, pod)
                 else:
                     # Labels, requests and the like may change on a bound pod (a relabelling, a resize).

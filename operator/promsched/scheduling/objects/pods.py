@@ -162,8 +162,8 @@ class PodInfo:
         return _STATE_BUT_VERSION(self) == _STATE_BUT_VERSION(other)
 
     def counts_alike(self, other: PodInfo) -> bool:
-        """Whether `other` differs from this in nothing but what the kubelet reports of a pod it runs
-        (`KUBELET_REPORTED`): whatever counts or indexes a pod on its node reads of the two is the same."""
+        """Whether `other` differs from this in nothing but `UNCOUNTED_FIELDS`: whatever counts or
+        indexes a pod on a node reads of the two is the same, on the same node."""
         return _COUNTED_STATE(self) == _COUNTED_STATE(other)
 
     def tolerates(self, taint: Taint) -> bool:
@@ -277,13 +277,16 @@ class PodInfo:
 _STATE_BUT_VERSION: Final = operator.attrgetter(
     *(field.name for field in fields(PodInfo) if field.compare and field.name != "resource_version")
 )
-# What the kubelet's status updates of a bound pod change (each pod brings one as it starts running), and
-# nothing that counts pods on nodes keeps apart from the pod: the filters, the cache's counts and
-# indexes read none of it, and what does (estimation reads the start) reads the pod's latest state.
-KUBELET_REPORTED: Final = frozenset({"phase", "started_at", "scheduled_condition", "resource_version"})
+# What a pod's binding (its node) and the kubelet's status updates (its phase, start, PodScheduled) change,
+# each pod bringing one of each as it is placed and starts running, and nothing that counts pods on
+# nodes keeps apart from the pod: the filters, the cache's counts and indexes read none of it (the cache
+# holds each pod under its node itself), and what does (estimation reads the start) reads its latest state.
+UNCOUNTED_FIELDS: Final = frozenset(
+    {"node_name", "phase", "started_at", "scheduled_condition", "resource_version"}
+)
 # What `PodInfo.counts_alike` compares.
 _COUNTED_STATE: Final = operator.attrgetter(
-    *(field.name for field in fields(PodInfo) if field.compare and field.name not in KUBELET_REPORTED)
+    *(field.name for field in fields(PodInfo) if field.compare and field.name not in UNCOUNTED_FIELDS)
 )
 
 
