@@ -10,9 +10,9 @@ the runtime hands the boards to the next snapshot's memo, and only the nodes tha
 are scored anew.
 
 `decide` uses a board where its node loop would read nothing else: every filter's verdict depends on
-the node and its usage (`node_verdicts.usage_only`: its totals, its host ports), and no pod is nominated. Cluster checks that can tell which nodes they
-reject (topology spreading, pod anti-affinity: the nodes of a few domains; pod affinity: those outside
-a few) overrule the board there.
+the node and its usage (`node_verdicts.usage_only`: its totals, its host ports), and no pod is
+nominated. Cluster checks that can tell which nodes they reject (topology spreading, pod anti-affinity:
+the nodes of a few domains; pod affinity: those outside a few) overrule the board there.
 """
 
 from __future__ import annotations
