@@ -1,6 +1,6 @@
 """The scheduling cycle alone, without a cluster: `decide()` for a burst of pods on N simulated nodes.
 
-    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle] [--shapes all]
+    python -m bench.decide_micro [--nodes 1000] [--pods 300] [--profile] [--cycle] [--shapes all] [--bound]
 
 It builds the scheduler's cache from the same node objects the sandbox creates, a snapshot of the
 benchmark's policy from the same skewed load profiles, and then decides and assumes pods one after
@@ -14,8 +14,8 @@ of the decisions. Use it to check a change to the hot path before the full bench
 port; and `affinity-required`, the bench pods' zone as required pod affinity), each the best of three
 bursts on a fresh cache; `--profile` then profiles the last shape named.
 
-`--bound` measures the bound pods' watch alone: CPU microseconds per Running status update of a bound
-pod (`Intake.on_bound_pod`), the best of three rounds of `--pods` pods on a fresh scheduler.
+`--bound` measures CPU microseconds per Running status update of a bound pod (`Intake.on_bound_pod`,
+the bound pods' watch), the best of three rounds of `--pods` pods on a fresh scheduler.
 
 `--cycle` measures, besides, the scheduler's whole synchronous work per pod: the pod's watch events
 parsed (`Intake.on_event`: pending, bound, then running as the kubelet reports it), its cycle
@@ -413,11 +413,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="measure the whole cycle per pod too")
     parser.add_argument("--bound", action="store_true", help="measure bound pods' Running updates alone")
-    parser.add_argument(
-        "--shapes",
-        help=f"pod shapes to measure, comma-separated, or all ({', '.join(ALL_SHAPES)})",
-        default="",
-    )
+    parser.add_argument("--shapes", default="", help=f"comma-separated, or all ({', '.join(ALL_SHAPES)})")
     parser.add_argument(
         "--held",
         type=int,
@@ -426,9 +422,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     held = 10 * args.nodes if args.held is None else args.held
-    shapes = (
-        list(ALL_SHAPES) if args.shapes == "all" else [shape for shape in args.shapes.split(",") if shape]
-    )
+    shapes = list(ALL_SHAPES) if args.shapes == "all" else list(filter(None, args.shapes.split(",")))
     if unknown := set(shapes) - set(ALL_SHAPES):
         parser.error(f"--shapes: no shape {', '.join(sorted(unknown))}; choose from {', '.join(ALL_SHAPES)}")
     if args.bound:
