@@ -35,15 +35,19 @@ class SplitQuery:
 
 @dataclass(frozen=True, slots=True)
 class Divisors:
-    """A divisor query's answer, by the value of the label the sides match on, and when it was asked."""
+    """A divisor query's answer, by the value of the label the sides match on: each divisor and its
+    carried label's value (None: absent); and when it was asked. Kept as plain tuples of atoms, which the
+    garbage collector stops tracking, so the thousands kept across refreshes add nothing to its passes."""
 
     query: str
-    by_key: Mapping[str, Series]
+    by_key: Mapping[str, tuple[float, str | None]]
     asked_at: float
 
     @classmethod
-    def of(cls, result: QueryResult, on: str, asked_at: float) -> Divisors:
-        return cls(result.query, MappingProxyType({s.labels.get(on, ""): s for s in result.series}), asked_at)
+    def of(cls, result: QueryResult, split: SplitQuery, asked_at: float) -> Divisors:
+        on, carried = split.on, split.carried
+        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in result.series}
+        return cls(result.query, MappingProxyType(by_key), asked_at)
 
     def usable(self, split: SplitQuery, at: float, stale_after: float) -> bool:
         """Whether these may divide a numerator asked at `at`: the same divisor query, asked less than
@@ -67,13 +71,13 @@ def divided(numerator: QueryResult, divisors: Divisors, split: SplitQuery, query
         divisor = by_key.get(series.labels.get(on, ""))
         if divisor is None:
             continue
+        divisor_value, carried_value = divisor
         labels = dict(series.labels)
-        carried_value = divisor.labels.get(carried)
         if carried_value is None:  # group_left copies its absence too
             labels.pop(carried, None)
         else:
             labels[carried] = carried_value
-        value = _quotient(series.value, divisor.value)
+        value = _quotient(series.value, divisor_value)
         (finite if math.isfinite(value) else non_finite).append(Series(labels, value, series.timestamp))
     return QueryResult(query, tuple(finite), tuple(non_finite), numerator.warnings)
 

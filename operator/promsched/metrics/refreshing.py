@@ -126,7 +126,7 @@ async def _ask(
             client.query(split.numerator, at=at), client.query(split.divisor, at=at)
         )
     numerator = dataclasses.replace(numerator, warnings=numerator.warnings + divisor.warnings)
-    return numerator, await off_loop(Divisors.of, divisor, split.on, at)
+    return numerator, await off_loop(Divisors.of, divisor, split, at)
 
 
 def _plugin_snapshot(

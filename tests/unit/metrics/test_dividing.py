@@ -63,7 +63,7 @@ def test_the_parts_divided_give_what_the_whole_query_gives(tmp_path: Path, ident
     assert_evaluates_to(tmp_path, kps.input_series(), split.divisor, divisors)
 
     whole = divided(
-        result("traffic", traffic), Divisors.of(result("speeds", divisors), split.on, 0.0), split, "q"
+        result("traffic", traffic), Divisors.of(result("speeds", divisors), split, 0.0), split, "q"
     )
 
     # What test_plugin_queries asserts the whole query gives.
@@ -88,7 +88,7 @@ def test_a_node_without_a_divisor_is_left_out_and_labels_are_carried() -> None:
         ),
     )
 
-    answer = divided(numerator, Divisors.of(speeds, "instance", 1.0), split, "whole")
+    answer = divided(numerator, Divisors.of(speeds, split, 1.0), split, "whole")
 
     assert answer.series == (Series({"instance": "a", "unit": "percent"}, 5.0, 7.0),)
     [(labels, value, _)] = answer.non_finite
@@ -102,7 +102,7 @@ def test_a_divisor_without_the_carried_label_leaves_it_off() -> None:
     numerator = result("n", [({"instance": "a", "unit": "stale"}, 4.0)])
     bare = result("d", [({"instance": "a"}, 2.0)])
 
-    answer = divided(numerator, Divisors.of(bare, "instance", 0.0), split, "whole")
+    answer = divided(numerator, Divisors.of(bare, split, 0.0), split, "whole")
 
     assert answer.series == (Series({"instance": "a"}, 2.0, 0.0),)
 
@@ -112,7 +112,7 @@ def test_a_zero_divisor_gives_what_prometheus_gives() -> None:
     numerator = result("n", [({"instance": "a"}, 3.0), ({"instance": "b"}, 0.0)])
     zero = result("d", [({"instance": "a", "unit": "u"}, 0.0), ({"instance": "b", "unit": "u"}, 0.0)])
 
-    answer = divided(numerator, Divisors.of(zero, "instance", 0.0), split, "whole")
+    answer = divided(numerator, Divisors.of(zero, split, 0.0), split, "whole")
 
     assert answer.series == ()
     infinite, undefined = (s.value for s in answer.non_finite)
