@@ -34,3 +34,7 @@ class PodLister(Protocol):
         ...
 
     def pods_selected_by(self, selector: LabelSelector) -> Iterator[tuple[str, PodInfo]]: ...
+
+
+class ClusterLister(NodeLister, PodLister, Protocol):
+    """Both, for what is derived from nodes and their pods together."""

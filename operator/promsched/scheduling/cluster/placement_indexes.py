@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from promsched.scheduling.cluster.affinity_matches import AffinityMatches
 from promsched.scheduling.cluster.matching_pods import MatchingPods
 from promsched.scheduling.cluster.node_labels import NodeLabelIndex
 from promsched.scheduling.cluster.spread_layouts import SpreadLayouts
@@ -16,3 +17,4 @@ class PlacementIndexes:
     node_labels: NodeLabelIndex = field(default_factory=NodeLabelIndex)  # nodes by label
     spread_layouts: SpreadLayouts = field(default_factory=SpreadLayouts)  # spreading's domains per pod shape
     matching_pods: MatchingPods = field(default_factory=MatchingPods)  # a selector's pods per node
+    affinity_matches: AffinityMatches = field(default_factory=AffinityMatches)  # affinity's counts per domain

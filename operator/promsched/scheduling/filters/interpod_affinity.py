@@ -178,7 +178,14 @@ class InterPodAffinity:
                 state.count_existing_anti_affinity(other, node, 1)
         if not (state.affinity_terms or state.anti_terms or state.existing_anti_counts):
             return None
-        if state.affinity_terms:
+        kept = (
+            cache.indexes.affinity_matches.domains(state.affinity_terms, cache)
+            if state.affinity_terms
+            else None
+        )
+        if kept is not None:
+            state.affinity_counts = dict(kept)  # a copy: preemption's assessment changes it
+        elif state.affinity_terms:
             # A pod that counts matches every term, so the first term's selector finds all candidates.
             for node_name, other in cache.pods_selected_by(state.affinity_terms[0].selector):
                 node = nodes.get(node_name)
