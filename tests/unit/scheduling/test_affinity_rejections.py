@@ -35,7 +35,11 @@ def random_term(rng: random.Random) -> dict[str, Any]:
     selected = {"app": rng.choice(APPS)}
     if rng.random() < 0.3:
         selected["tier"] = rng.choice(("front", "back"))
-    namespaces = {"namespaces": ["ns", "other"]} if rng.random() < 0.2 else {}
+    namespaces: dict[str, Any] = {}
+    if rng.random() < 0.2:
+        namespaces = {"namespaces": ["ns", "other"]}
+    elif rng.random() < 0.2:
+        namespaces = {"namespaceSelector": {"matchLabels": {"team": "a"}}}
     return required_term(selected, rng.choice(KEYS), **namespaces)
 
 
@@ -64,7 +68,7 @@ def random_cluster(rng: random.Random) -> ClusterCache:
         namespace = rng.choice(("ns", "ns", "other"))
         rules = random_rules(rng) if rng.random() < 0.3 else {}
         pods.append(pod(f"p{index}", namespace, labels=random_labels(rng), node_name=on, affinity=rules))
-    return cache_with(nodes, pods)
+    return cache_with(nodes, pods, namespaces={"ns": {"team": "a"}, "other": {"team": rng.choice("ab")}})
 
 
 def incoming(rng: random.Random) -> PodInfo:
@@ -85,6 +89,22 @@ def test_rejections_are_the_nodes_the_check_rejects(seed: int) -> None:
         return
 
     assert check.rejections(cache) == walked(check, cache)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_affinity_counts_are_those_of_every_pod_counted_afresh(seed: int) -> None:
+    rng = random.Random(seed)
+    cache = random_cluster(rng)
+    pod_info = incoming(rng)
+    check = InterPodAffinity().prepare(pod_info, cache)
+    if check is None or not check.affinity_terms:
+        return
+    afresh = InterPodAffinityCheck(pod_info, cache)
+    for node_name, counted in cache.counted.values():
+        if (known := cache.nodes.get(node_name)) is not None:
+            afresh.count_affinity(counted, known, 1)
+
+    assert check.affinity_counts == afresh.affinity_counts
 
 
 @pytest.mark.parametrize("seed", range(60))

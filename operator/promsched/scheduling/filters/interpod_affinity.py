@@ -7,6 +7,10 @@ Per cycle, as kube's PreFilter, three counts of pods per topology domain (topolo
 A node then passes if each affinity term's domain holds a match (or nothing in the cluster matches and
 the pod matches its own terms: the first of a group that attracts itself), no anti-affinity term's
 domain holds a match, and the node is in no domain an existing pod keeps the incoming pod out of.
+
+The affinity counts are kept across pods (`cluster.affinity_matches`), and the nodes rejected are found
+through the domains counted (`rejections`), so a pod's cost follows the domains and the nodes whose pods
+changed, not the nodes and pods of the whole cluster.
 """
 
 from __future__ import annotations
@@ -178,19 +182,16 @@ class InterPodAffinity:
                 state.count_existing_anti_affinity(other, node, 1)
         if not (state.affinity_terms or state.anti_terms or state.existing_anti_counts):
             return None
-        kept = (
-            cache.indexes.affinity_matches.domains(state.affinity_terms, cache)
-            if state.affinity_terms
-            else None
-        )
-        if kept is not None:
-            state.affinity_counts = dict(kept)  # a copy: preemption's assessment changes it
-        elif state.affinity_terms:
-            # A pod that counts matches every term, so the first term's selector finds all candidates.
-            for node_name, other in cache.pods_selected_by(state.affinity_terms[0].selector):
-                node = nodes.get(node_name)
-                if node is not None:
-                    state.count_affinity(other, node, 1)
+        if state.affinity_terms:
+            kept = cache.indexes.affinity_matches.domains(state.affinity_terms, cache)
+            if kept is not None:
+                state.affinity_counts = dict(kept)  # a copy: preemption's assessment changes it
+            else:  # terms that select namespaces by their labels, counted here
+                # A pod that counts matches every term, so the first term's selector finds all candidates.
+                for node_name, other in cache.pods_selected_by(state.affinity_terms[0].selector):
+                    node = nodes.get(node_name)
+                    if node is not None:
+                        state.count_affinity(other, node, 1)
         for term in state.anti_terms:
             for node_name, other in cache.pods_selected_by(term.selector):
                 node = nodes.get(node_name)
