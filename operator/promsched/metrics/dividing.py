@@ -46,7 +46,8 @@ class Divisors:
     @classmethod
     def of(cls, result: QueryResult, split: SplitQuery, asked_at: float) -> Divisors:
         on, carried = split.on, split.carried
-        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in result.series}
+        answered = (*result.series, *result.non_finite)  # a NaN divisor gives a NaN to report, as in PromQL
+        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in answered}
         return cls(result.query, MappingProxyType(by_key), asked_at)
 
     def usable(self, split: SplitQuery, at: float, stale_after: float) -> bool:

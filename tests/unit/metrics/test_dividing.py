@@ -120,6 +120,19 @@ def test_a_zero_divisor_gives_what_prometheus_gives() -> None:
     assert math.isnan(undefined)
 
 
+def test_a_non_finite_divisor_gives_a_non_finite_value_to_report() -> None:
+    split = SplitQuery("n", "d", on="instance", carried="unit")
+    numerator = result("n", [({"instance": "a"}, 3.0)])
+    speeds = QueryResult("d", (), (Series({"instance": "a", "unit": "u"}, math.nan, 0.0),))
+
+    answer = divided(numerator, Divisors.of(speeds, split, 0.0), split, "whole")
+
+    assert answer.series == ()
+    [(labels, value, _)] = answer.non_finite
+    assert labels == {"instance": "a", "unit": "u"}
+    assert math.isnan(value)
+
+
 NODES = NodeDirectory.of(["node-0", "node-1"])
 BY_INSTANCE = {"source": "Label", "label": "instance"}
 SPEED_METRIC = "node_network_speed_bytes"
