@@ -92,19 +92,21 @@ def test_rejections_are_the_nodes_the_check_rejects(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(300))
-def test_affinity_counts_are_those_of_every_pod_counted_afresh(seed: int) -> None:
+def test_counts_are_those_of_every_pod_counted_afresh(seed: int) -> None:
     rng = random.Random(seed)
     cache = random_cluster(rng)
     pod_info = incoming(rng)
     check = InterPodAffinity().prepare(pod_info, cache)
-    if check is None or not check.affinity_terms:
+    if check is None:
         return
     afresh = InterPodAffinityCheck(pod_info, cache)
     for node_name, counted in cache.counted.values():
         if (known := cache.nodes.get(node_name)) is not None:
-            afresh.count_affinity(counted, known, 1)
+            afresh.add_pod(counted, known)
 
     assert check.affinity_counts == afresh.affinity_counts
+    assert check.anti_counts == afresh.anti_counts
+    assert check.existing_anti_counts == afresh.existing_anti_counts
 
 
 @pytest.mark.parametrize("seed", range(60))

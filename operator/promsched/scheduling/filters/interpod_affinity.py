@@ -8,9 +8,9 @@ A node then passes if each affinity term's domain holds a match (or nothing in t
 the pod matches its own terms: the first of a group that attracts itself), no anti-affinity term's
 domain holds a match, and the node is in no domain an existing pod keeps the incoming pod out of.
 
-The affinity counts are kept across pods (`cluster.affinity_matches`), and the nodes rejected are found
-through the domains counted (`rejections`), so a pod's cost follows the domains and the nodes whose pods
-changed, not the nodes and pods of the whole cluster.
+The counts of the pod's own terms are kept across pods (`cluster.affinity_matches`), and the nodes
+rejected are found through the domains counted (`rejections`), so a pod's cost follows the domains and
+the nodes whose pods changed, not the nodes and pods of the whole cluster.
 """
 
 from __future__ import annotations
@@ -193,8 +193,15 @@ class InterPodAffinity:
                     if node is not None:
                         state.count_affinity(other, node, 1)
         for term in state.anti_terms:
-            for node_name, other in cache.pods_selected_by(term.selector):
-                node = nodes.get(node_name)
-                if node is not None:
-                    state.count_anti_affinity(term, other, node, 1)
+            kept = cache.indexes.affinity_matches.domains((term,), cache)
+            if kept is None:  # a term that selects namespaces by their labels, counted here
+                for node_name, other in cache.pods_selected_by(term.selector):
+                    node = nodes.get(node_name)
+                    if node is not None:
+                        state.count_anti_affinity(term, other, node, 1)
+            elif not state.anti_counts:
+                state.anti_counts = dict(kept)  # a copy: preemption's assessment changes it
+            else:
+                for domain, count in kept.items():
+                    _bump(state.anti_counts, domain, count)
         return state
