@@ -11,9 +11,10 @@ labels are not kept: a namespace's labels change with neither feed.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
 from promsched.scheduling.cluster.listers import ClusterLister
@@ -25,12 +26,15 @@ from promsched.scheduling.objects.pods import PodInfo
 TERMS_KEPT: Final = 16
 
 Domain = tuple[str, str]  # (topology key, a node's value of it)
+# The namespace labels terms that select no namespace by their labels are given: they read none.
+_UNREAD: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 @dataclass(slots=True)
 class _Counts:
     domains: dict[Domain, int] = field(default_factory=dict)
-    shares: dict[str, Counter[Domain]] = field(default_factory=dict)  # node -> what it adds to `domains`
+    # node -> what its matching pods add to `domains` (a tuple: lighter than a map, held per node)
+    shares: dict[str, tuple[tuple[Domain, int], ...]] = field(default_factory=dict)
     versions: tuple[int, int] = (-1, -1)  # the cache's usage and node change counts they are up to date with
 
 
@@ -61,32 +65,33 @@ class AffinityMatches:
             changed = set(cache.usage_changes.since(kept.versions[0]))
             changed.update(cache.node_changes.since(kept.versions[1]))
         for name in changed:
-            for domain, count in kept.shares.pop(name, {}).items():
+            for domain, count in kept.shares.pop(name, ()):
                 _bump(kept.domains, domain, -count)
             node = cache.nodes.get(name)
             share = _share(terms, node, cache.node_pods.get(name, {})) if node is not None else None
             if share:
                 kept.shares[name] = share
-                for domain, count in share.items():
+                for domain, count in share:
                     _bump(kept.domains, domain, count)
         kept.versions = versions
         return kept.domains
 
 
-def _share(terms: tuple[AffinityTerm, ...], node: NodeInfo, pods: Mapping[str, PodInfo]) -> Counter[Domain]:
+def _share(
+    terms: tuple[AffinityTerm, ...], node: NodeInfo, pods: Mapping[str, PodInfo]
+) -> tuple[tuple[Domain, int], ...]:
     """What the node's pods that match all of `terms` add to their counts: one per pod, for each term
     in its domain of the node (none where the node lacks the term's key)."""
-    # No term selects namespaces by their labels: none are read.
     matching = sum(
-        all(term.matches(pod.namespace, pod.labels, {}) for term in terms) for pod in pods.values()
+        all(term.matches(pod.namespace, pod.labels, _UNREAD) for term in terms) for pod in pods.values()
     )
-    share: Counter[Domain] = Counter()
-    if matching:
-        for term in terms:
-            value = node.labels.get(term.topology_key)
-            if value is not None:
-                share[(term.topology_key, value)] += matching
-    return share
+    if not matching:
+        return ()
+    return tuple(
+        ((term.topology_key, value), matching)
+        for term in terms
+        if (value := node.labels.get(term.topology_key)) is not None
+    )
 
 
 def _bump(counts: dict[Domain, int], domain: Domain, delta: int) -> None:
