@@ -13,7 +13,10 @@ import pytest
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import Outcome, decide
 from promsched.scheduling.cycle.memos import DecisionMemo
+from promsched.scheduling.filters.fit import NodeResourcesFit
+from promsched.scheduling.filters.node_verdicts import usage_only
 from promsched.scheduling.filters.ports import NodePorts
+from promsched.scheduling.filters.unschedulable import NodeUnschedulable
 from promsched.scheduling.objects.node_usages import NodeUsage
 from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.pods import PodInfo
@@ -95,3 +98,9 @@ def test_a_pod_with_host_ports_judges_only_the_nodes_whose_pods_changed(
     decide(second, cache, memo.snapshot, memo=memo, rng=rng)
 
     assert judged == [outcome.node]
+
+
+def test_host_ports_and_requests_are_read_of_the_usage_alone_and_taints_are_not() -> None:
+    assert usage_only((NodePorts(), NodeResourcesFit()))
+    assert usage_only(())
+    assert not usage_only((NodePorts(), NodeUnschedulable()))

@@ -24,7 +24,6 @@ INSUFFICIENT: Final = "Insufficient "  # followed by the resource's name
 class NodeResourcesFit:
     name = "NodeResourcesFit"
     usage_totals_only = True  # see node_verdicts
-    usage_only = True
     events = (
         ClusterEvent.NODE_ADDED
         | ClusterEvent.NODE_UPDATED

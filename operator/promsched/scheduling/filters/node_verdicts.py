@@ -63,8 +63,12 @@ def pod_key(pod: PodInfo) -> Hashable:
 
 
 def usage_only(filters: Sequence[object]) -> bool:
-    """Whether every one of `filters` reads no more of a node than its object and its usage."""
-    return all(getattr(node_filter, "usage_only", False) for node_filter in filters)
+    """Whether every one of `filters` reads no more of a node than its object and its usage (those that
+    read its usage totals alone among them)."""
+    return all(
+        getattr(node_filter, "usage_only", False) or getattr(node_filter, "usage_totals_only", False)
+        for node_filter in filters
+    )
 
 
 def requests_key(pod: PodInfo) -> Hashable:
