@@ -35,6 +35,7 @@ format: venv
 
 crds: venv
 	promsched crd > crds/schedulingpolicies.promsched.io.yaml
+	cp crds/schedulingpolicies.promsched.io.yaml charts/promsched/crds/
 
 # The image's locks (the Dockerfile installs them with --require-hashes): requirements/runtime.txt from
 # pyproject.toml's `dependencies`, requirements/build.txt from its [build-system] requires, resolved for

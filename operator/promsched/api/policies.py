@@ -51,6 +51,7 @@ class NodeIdentitySource(StrEnum):
 class OnMissingMetrics(StrEnum):
     IGNORE = "Ignore"
     NEUTRAL = "Neutral"
+    REQUESTS = "Requests"
     UNSCHEDULABLE = "Unschedulable"
 
 
@@ -229,7 +230,9 @@ class SchedulingPolicySpec(SpecModel):
     on_missing_metrics: OnMissingMetrics = Field(
         OnMissingMetrics.NEUTRAL,
         description="When a node has no sample for a plugin: Ignore leaves the plugin out of that node's "
-        "total, Neutral scores it 50, Unschedulable filters the node out.",
+        "total, Neutral scores it 50, Requests scores cpu and memory by the share of the node its pods "
+        "request (as kube-scheduler's LeastAllocated does) and other plugins 50, Unschedulable filters "
+        "the node out.",
     )
     decision_history: int = Field(
         10, ge=0, le=50, description="How many recent decisions status.recentDecisions keeps."

@@ -2,9 +2,12 @@
 
 Per node and plugin: the sample's precomputed score, or, when there is no fresh sample (none, or one
 older than staleAfter), what onMissingMetrics says: Ignore leaves the plugin out of the node's total,
-Neutral scores it `NEUTRAL_SCORE`, Unschedulable filters the node out. A sample past the plugin's
-threshold filters the node out too. The total is sum(weight x score) / sum(weight) over the plugins that
-count; a node with nothing that counts gets `NEUTRAL_SCORE`.
+Neutral scores it `NEUTRAL_SCORE`, Requests scores it by the share of the node its pods request where the
+caller gives one (cpu and memory: kube-scheduler's LeastAllocated, so an outage of Prometheus places as
+kube-scheduler would) and `NEUTRAL_SCORE` otherwise, Unschedulable filters the node out. A sample past
+the plugin's threshold filters the node out too; a requested share never does, as it is no reading. The
+total is sum(weight x score) / sum(weight) over the plugins that count; a node with nothing that counts
+gets `NEUTRAL_SCORE`.
 
 `extra_load` adds percentage points to load-percent samples (the built-ins' values where they are a
 percent), e.g. for pods placed too recently for the metrics to show them; the raw value reported
@@ -15,13 +18,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from promsched.api.policies import OnMissingMetrics
 from promsched.api.statuses import NodeScore, PluginScore
 from promsched.metrics.plugins import Plugin
+from promsched.metrics.plugins.interface import clamp_percent
 from promsched.metrics.snapshots import Snapshot
 
 NEUTRAL_SCORE = 50.0
@@ -55,10 +59,19 @@ class NodeResult(NamedTuple):
     def feasible(self) -> bool:
         return not self.reasons
 
+    @property
+    def lacks_samples(self) -> bool:
+        """Some plugin had no fresh sample for the node."""
+        return any(plugin.raw is None for plugin in self.plugins)
+
     def to_api(self) -> NodeScore:
         """The status form (Decision.topNodes); build it only for the few nodes that are shown."""
         plugins = [PluginScore(name=p.name, raw=p.raw, score=p.score) for p in self.plugins]
         return NodeScore(node=self.node, total=self.total, plugins=plugins)
+
+
+# The extra load and the requested shares one node was scored with, each by plugin name.
+_Adjustment = tuple[Mapping[str, float] | None, Mapping[str, float] | None]
 
 
 @dataclass(slots=True)
@@ -69,9 +82,9 @@ class _Scored:
     since: float
     until: float
     results: dict[str, NodeResult] = field(default_factory=dict)
-    # node -> the extra load it was last scored with, and the result: extra load changes only when a
-    # pod is placed on the node, so most nodes with some are looked up too.
-    adjusted: dict[str, tuple[Mapping[str, float], NodeResult]] = field(default_factory=dict)
+    # node -> the extra load and requested shares it was last scored with, and the result: they change
+    # only when a pod is placed on (or leaves) the node, so most nodes with some are looked up too.
+    adjusted: dict[str, tuple[_Adjustment, NodeResult]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -104,30 +117,36 @@ def score_nodes(
     *,
     now: float | None = None,
     extra_load: Mapping[str, Mapping[str, float]] | None = None,
+    requested: Callable[[str], Mapping[str, float]] | None = None,
     memo: ScoreMemo | None = None,
 ) -> list[NodeResult]:
     """Each node's total and filter reasons under the snapshot's plan, in the order of `nodes`.
 
-    `extra_load` is ``{node: {plugin: percentage points}}``; `now` defaults to the current time.
-    This runs for every node for every pod: with a `memo`, each node is scored once per snapshot and
-    extra load, while its samples keep their freshness, and looked up afterwards.
+    `extra_load` is ``{node: {plugin: percentage points}}``; `requested(node)` is ``{plugin: percent}``,
+    the share of the node its pods request, read where onMissingMetrics is Requests and a sample is
+    missing; `now` defaults to the current time. This runs for every node for every pod: with a `memo`,
+    each node is scored once per snapshot, extra load and requested shares, while its samples keep their
+    freshness, and looked up afterwards.
     """
     moment = time.time() if now is None else now
     scored = (memo or ScoreMemo()).at(snapshot, moment)
-    cached = scored.results
+    if snapshot.plan.on_missing is not OnMissingMetrics.REQUESTS:
+        requested = None
     results = []
     for node in nodes:
         extra = extra_load.get(node) if extra_load else None
-        if extra:
-            known = scored.adjusted.get(node)
-            if known is None or (known[0] is not extra and known[0] != extra):
-                known = scored.adjusted[node] = (extra, _score_node(snapshot, node, moment, extra))
-            results.append(known[1])
+        shares = None
+        if requested is not None and _plain(scored, snapshot, node, moment).lacks_samples:
+            shares = requested(node)
+        if not extra and not shares:
+            results.append(_plain(scored, snapshot, node, moment))
             continue
-        result = cached.get(node)
-        if result is None:
-            result = cached[node] = _score_node(snapshot, node, moment, None)
-        results.append(result)
+        adjustment = (extra, shares)
+        known = scored.adjusted.get(node)
+        if known is None or not _same(known[0], adjustment):
+            result = _score_node(snapshot, node, moment, extra, shares)
+            known = scored.adjusted[node] = (adjustment, result)
+        results.append(known[1])
     return results
 
 
@@ -148,13 +167,31 @@ def incoming_pod_reason(plugin: Plugin, node: str, value: float, percent: float)
     return FilterReason(plugin.threshold_reason, f"{node} {with_pod} with the pod's estimated {percent:.0f}%")
 
 
+def _plain(scored: _Scored, snapshot: Snapshot, node: str, moment: float) -> NodeResult:
+    """The node's result without extra load or requested shares, scored once per `scored`."""
+    result = scored.results.get(node)
+    if result is None:
+        result = scored.results[node] = _score_node(snapshot, node, moment, None, None)
+    return result
+
+
+def _same(known: _Adjustment, adjustment: _Adjustment) -> bool:
+    """Whether a node scored with `known` is scored with `adjustment` alike: the same mappings, or equal."""
+    return all(old is new or old == new for old, new in zip(known, adjustment, strict=True))
+
+
 def _score_node(
-    snapshot: Snapshot, node: str, moment: float, extra: Mapping[str, float] | None
+    snapshot: Snapshot,
+    node: str,
+    moment: float,
+    extra: Mapping[str, float] | None,
+    shares: Mapping[str, float] | None,
 ) -> NodeResult:
     plan = snapshot.plan
     fresh_since = moment - plan.stale_after_seconds
     on_missing = plan.on_missing
-    missing_score = NEUTRAL_SCORE if on_missing is OnMissingMetrics.NEUTRAL else None
+    scores_missing = on_missing is OnMissingMetrics.NEUTRAL or on_missing is OnMissingMetrics.REQUESTS
+    missing_score = NEUTRAL_SCORE if scores_missing else None
     filter_missing = on_missing is OnMissingMetrics.UNSCHEDULABLE
     weighted = 0.0
     weights = 0
@@ -165,9 +202,11 @@ def _score_node(
         name, weight = plugin.name, plugin.weight
         sample = plugin_snapshot.samples.get(node)
         if sample is None or sample.sample_time < fresh_since:
-            scores.append(PluginResult(name, None, missing_score))
-            if missing_score is not None:
-                weighted += weight * missing_score
+            share = shares.get(name) if shares else None
+            score = missing_score if share is None else 100.0 - clamp_percent(share)
+            scores.append(PluginResult(name, None, score))
+            if score is not None:
+                weighted += weight * score
                 weights += weight
             elif filter_missing:
                 state = "no sample" if sample is None else "a stale sample"

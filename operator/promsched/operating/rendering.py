@@ -15,7 +15,7 @@ import yaml
 
 from promsched.api.annotations import DECISION_ANNOTATION
 from promsched.api.fields import Mode
-from promsched.api.policies import SchedulingPolicy
+from promsched.api.policies import OnMissingMetrics, SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.api.statuses import Decision, FilteredCount, NodeScore, PluginScore, UsageEstimate
 from promsched.operating.inspections import JSONPATH_PREFIX, Explanation, Ranking, RebalanceMention
@@ -238,9 +238,13 @@ def render_ranking(ranking: Ranking, screen: Screen = PLAIN, *, wide: bool = Fal
         screen,
     )
     if preflight.queries and len(failed) == len(preflight.queries):
+        on_missing = policy.spec.on_missing_metrics
+        by_requests = ""
+        if on_missing is OnMissingMetrics.REQUESTS:
+            by_requests = ", its pods' requests for cpu and memory"
         lines.append(
             "Prometheus answered no query: every node has the onMissingMetrics "
-            f"({policy.spec.on_missing_metrics.value}) value for every plugin."
+            f"({on_missing.value}) value for every plugin{by_requests}."
         )
     if outcome.ranked:
         weights = {plugin.name: plugin.weight for plugin in policy.spec.plugins}

@@ -12,6 +12,7 @@ from promsched.api.policies import SchedulingPolicySpec
 from promsched.metrics import (
     NEUTRAL_SCORE,
     FilterReason,
+    ScoreMemo,
     Snapshot,
     plan_from_policy,
     score_nodes,
@@ -147,3 +148,61 @@ def test_extra_load_is_added_to_load_percentages(make_spec: Callable[..., Schedu
     assert results["a"].plugins[1] == ("gpu", 1, 100)  # a custom value is no load percentage: unchanged
     assert results["b"].plugins[0] == ("cpu", 80, 20)
     assert results["b"].feasible
+
+
+def test_requests_score_a_missing_cpu_or_memory_sample_by_the_share_requested(
+    make_spec: Callable[..., SchedulingPolicySpec],
+) -> None:
+    """onMissingMetrics Requests: a node whose cpu or memory sample is missing or stale scores
+    100 - the share of it its pods request, as kube-scheduler's LeastAllocated; a plugin without a share
+    scores neutral, the herd's extra load is not added (the requests hold the new pods), and a share past
+    the threshold filters nothing (it is no reading)."""
+    spec = make_spec(
+        {"name": "cpu", "weight": 3, "threshold": 50},
+        {"name": "memory", "weight": 1},
+        {"name": "diskIO", "weight": 1},
+        onMissingMetrics="Requests",
+        staleAfter="2m",
+    )
+    snapshot = snapshot_of(spec, {"cpu": {"a": 10, "b": 10}, "memory": {"a": 20}})
+    shares = {"a": {"cpu": 70.0, "memory": 40.0}, "b": {"cpu": 30.0, "memory": 60.0}}
+    extra = {"a": {"cpu": 5.0}}
+
+    fresh = {r.node: r for r in score_nodes(snapshot, ["a", "b"], now=AT, requested=shares.__getitem__)}
+    assert fresh["a"].plugins == (("cpu", 10, 90), ("memory", 20, 80), ("diskIO", None, NEUTRAL_SCORE))
+    assert fresh["b"].plugins[1] == ("memory", None, 40)  # b lacks a memory sample only
+
+    stale = score_nodes(snapshot, ["a", "b"], now=AT + 121, extra_load=extra, requested=shares.__getitem__)
+    assert [r.plugins for r in stale] == [
+        (("cpu", None, 30), ("memory", None, 60), ("diskIO", None, NEUTRAL_SCORE)),
+        (("cpu", None, 70), ("memory", None, 40), ("diskIO", None, NEUTRAL_SCORE)),
+    ]
+    assert [r.total for r in stale] == [pytest.approx((90 + 60 + 50) / 5), pytest.approx((210 + 40 + 50) / 5)]
+    assert all(r.feasible for r in stale)
+
+
+@pytest.mark.parametrize("on_missing", ["Neutral", "Ignore", "Unschedulable"])
+def test_other_policies_read_no_requested_share(
+    make_spec: Callable[..., SchedulingPolicySpec], on_missing: str
+) -> None:
+    spec = make_spec({"name": "cpu"}, onMissingMetrics=on_missing)
+
+    def requested(node: str) -> dict[str, float]:
+        raise AssertionError(f"{node}'s requested share read under {on_missing}")
+
+    [result] = score_nodes(snapshot_of(spec, {}), ["n"], now=AT, requested=requested)
+    assert result.plugins[0].raw is None
+
+
+def test_a_memo_scores_a_node_anew_when_its_requested_share_changes(
+    make_spec: Callable[..., SchedulingPolicySpec],
+) -> None:
+    snapshot = snapshot_of(make_spec({"name": "cpu"}, onMissingMetrics="Requests"), {})
+    memo = ScoreMemo()
+    shares = {"n": {"cpu": 20.0}}
+    [before] = score_nodes(snapshot, ["n"], now=AT, requested=shares.__getitem__, memo=memo)
+    [again] = score_nodes(snapshot, ["n"], now=AT, requested=lambda node: {"cpu": 20.0}, memo=memo)
+    shares["n"] = {"cpu": 45.0}
+    [after] = score_nodes(snapshot, ["n"], now=AT, requested=shares.__getitem__, memo=memo)
+    assert again is before  # an equal share is looked up
+    assert (before.total, after.total) == (80, 55)

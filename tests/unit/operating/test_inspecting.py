@@ -252,8 +252,10 @@ def test_an_unreadable_annotation_is_an_error_naming_it() -> None:
         inspecting.parse_annotation('{"node": "node-1"}')
 
 
-def ranking(outcome: Outcome, preflight: Preflight) -> str:
-    policy = SchedulingPolicy.from_object(policy_object())
+def ranking(outcome: Outcome, preflight: Preflight, on_missing: str = "Neutral") -> str:
+    document = policy_object()
+    document["spec"]["onMissingMetrics"] = on_missing
+    policy = SchedulingPolicy.from_object(document)
     return render_ranking(Ranking(policy, "any pod", outcome, preflight, skipped_nodes=("node-9: bad",)))
 
 
@@ -312,6 +314,11 @@ def test_a_ranking_with_no_feasible_node_gives_the_schedulers_message() -> None:
     )
     assert "Prometheus answered no query: every node has the onMissingMetrics (Neutral) value" in text
     assert "NODE" not in text
+    by_requests = ranking(outcome, failed, on_missing="Requests")
+    assert (
+        "every node has the onMissingMetrics (Requests) value for every plugin, its pods' requests for cpu "
+        "and memory." in " ".join(by_requests.split())
+    )
 
 
 # ----- documents (-o json|yaml) -----------------------------------------------------------------------

@@ -27,13 +27,14 @@ TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def snapshot(rng: random.Random, names: list[str], at: float) -> Snapshot:
+def snapshot(rng: random.Random, names: list[str], at: float, on_missing: str = "Neutral") -> Snapshot:
     """cpu (1m window, threshold 85: some nodes are filtered by load) and memory; a few nodes have no
-    cpu sample."""
+    cpu sample, scored as `on_missing` says."""
     plan = plan_from_policy(
         policy_spec(
             {"name": "cpu", "timeRange": "1m", "threshold": 85},
             {"name": "memory", "timeRange": "0s", "threshold": 95},
+            onMissingMetrics=on_missing,
         )
     )
     cpu = {name: rng.uniform(0, 100) for name in names if rng.random() > 0.05}
@@ -90,11 +91,19 @@ def reached_node_by_node(pod_info: PodInfo, cache: ClusterCache, snapshot: Snaps
         cache.unnominate(elsewhere.uid)
 
 
-@pytest.mark.parametrize(("seed", "snapshot_every"), [(1, 0), (2, 0), (3, 0), (4, 20), (5, 7)])
+@pytest.mark.parametrize(
+    ("seed", "snapshot_every", "on_missing"),
+    [
+        *((seed, every, "Neutral") for seed, every in ((1, 0), (2, 0), (3, 0), (4, 20), (5, 7))),
+        *((seed, every, "Requests") for seed, every in ((6, 0), (7, 7))),
+    ],
+)
 def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_loop(
-    seed: int, snapshot_every: int
+    seed: int, snapshot_every: int, on_missing: str
 ) -> None:
-    """`snapshot_every` > 0: a new snapshot every that many pods, its memo taking the boards over."""
+    """`snapshot_every` > 0: a new snapshot every that many pods, its memo taking the boards over.
+    Requests: the nodes without a cpu sample score by their pods' requests, which every placement,
+    departure and resize changes."""
     assert feasible_nodes_to_find(NODES) < NODES
     rng = random.Random(seed)
     now = time.time()
@@ -102,13 +111,13 @@ def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_lo
     cache = ClusterCache(clock=clock)
     for index in range(NODES):
         cache.upsert_node(node(f"n{index}", taints=[TAINT] if index % 10 == 0 else None))
-    the_snapshot = snapshot(rng, list(cache.nodes), now)
+    the_snapshot = snapshot(rng, list(cache.nodes), now, on_missing)
     memo = DecisionMemo(the_snapshot)
     start = 0
     placed = 0
     for step in range(300):
         if snapshot_every and step % snapshot_every == snapshot_every - 1:
-            the_snapshot = snapshot(rng, list(cache.nodes), clock())
+            the_snapshot = snapshot(rng, list(cache.nodes), clock(), on_missing)
             memo = DecisionMemo(the_snapshot, boards=memo.boards.following(memo.scores.scored))
         change(rng, cache, clock, step)
         pod_info = pending(rng, f"p{step}")
@@ -170,3 +179,20 @@ def test_boards_are_kept_for_a_few_pod_specs() -> None:
     for millis in range(100, 100 + (BOARDS_KEPT + 4) * 10, 10):
         decide(pod("p", cpu=f"{millis}m"), cache, the_snapshot, memo=memo)
     assert len(memo.boards.kept) == BOARDS_KEPT
+
+
+@pytest.mark.parametrize("with_boards", [True, False])
+def test_past_stale_after_requests_place_a_pod_where_the_least_is_requested(with_boards: bool) -> None:
+    """Prometheus silent for longer than staleAfter: onMissingMetrics Requests places as
+    kube-scheduler's LeastAllocated would, on the boards and node by node alike."""
+    plan = plan_from_policy(policy_spec({"name": "cpu"}, onMissingMetrics="Requests", staleAfter="2m"))
+    the_snapshot = snapshot_of(plan, {"cpu": {"a": 5, "b": 90, "c": 5}}, time.time() - 300)
+    cache = ClusterCache()
+    for name, requested in (("a", "3"), ("b", "1"), ("c", "2")):
+        cache.upsert_node(node(name, cpu="4"))
+        cache.observe_pod(pod(f"running-{name}", node_name=name, cpu=requested))
+    elsewhere = pod("held-elsewhere")
+    if not with_boards:
+        cache.nominate(elsewhere, "no-such-node")  # keeps the decision off the boards
+    outcome = decide(pod("p", cpu="100m"), cache, the_snapshot, memo=DecisionMemo(the_snapshot))
+    assert outcome.node == "b"

@@ -27,6 +27,7 @@ from typing import Final
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.cycle.estimating import requested_shares
 from promsched.scheduling.cycle.thresholding import IncomingLoad
 from promsched.scheduling.filters import run_filters
 from promsched.scheduling.framework import ClusterEvent, Filter, Status
@@ -256,7 +257,9 @@ class _Judging:
         """Score the nodes that passed the filters, with the herd load, and check the thresholds against
         the pod's load."""
         cache, index = board.cache, board.index
-        results = score_nodes(self.snapshot, passed, extra_load=self.herd, memo=self.scores)
+        results = score_nodes(
+            self.snapshot, passed, extra_load=self.herd, requested=requested_shares(cache), memo=self.scores
+        )
         for result in self.incoming.filter(results) if self.incoming is not None else results:
             position = index[result.node]
             if result.reasons:

@@ -274,3 +274,21 @@ ESTIMATED_PLUGINS: dict[str, tuple[Callable[[Resources], int], Callable[[Estimat
     BuiltinPlugin.CPU.value: (lambda resources: resources.milli_cpu, lambda estimate: estimate.cpu.amount),
     BuiltinPlugin.MEMORY.value: (lambda resources: resources.memory, lambda estimate: estimate.memory.amount),
 }
+
+
+def requested_shares(cache: ClusterCache) -> Callable[[str], dict[str, float]]:
+    """Per node, the share (percent) of its allocatable that the pods counted on it request, by
+    estimated plugin: what onMissingMetrics Requests scores a node by where a sample is missing."""
+
+    def shares(node: str) -> dict[str, float]:
+        info, usage = cache.nodes.get(node), cache.usage.get(node)
+        if info is None or usage is None:
+            return {}
+        found = {}
+        for plugin, (amount_of, _estimated) in ESTIMATED_PLUGINS.items():
+            allocatable = amount_of(info.allocatable)
+            if allocatable:
+                found[plugin] = 100.0 * amount_of(usage.requested) / allocatable
+        return found
+
+    return shares

@@ -9,7 +9,7 @@ from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Boards
-from promsched.scheduling.cycle.estimating import Estimates
+from promsched.scheduling.cycle.estimating import Estimates, requested_shares
 from promsched.scheduling.cycle.herding import HerdLoads
 from promsched.scheduling.cycle.thresholding import IncomingLoad, Thresholds
 from promsched.scheduling.filters.node_verdicts import NodeVerdicts
@@ -49,7 +49,8 @@ class DecisionMemo:
     ) -> list[NodeResult]:
         """`nodes` scored by load with the herd load added, those the incoming pod's estimate would take
         past a threshold filtered out: how placement, and preemption for its candidates, judge load."""
-        results = score_nodes(self.snapshot, nodes, extra_load=self.herd_loads(cache), memo=self.scores)
+        herd, requested = self.herd_loads(cache), requested_shares(cache)
+        results = score_nodes(self.snapshot, nodes, extra_load=herd, requested=requested, memo=self.scores)
         return incoming.filter(results) if incoming is not None else results
 
     def incoming_load(self, pod: PodInfo, cache: ClusterCache) -> IncomingLoad | None:
