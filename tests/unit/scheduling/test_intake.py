@@ -579,6 +579,41 @@ async def test_no_drift_is_counted_when_a_pending_pods_deletion_races_a_relist()
         setup.background.stop()
 
 
+async def test_no_drift_is_counted_when_a_binding_arrives_while_a_relist_reads_its_later_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Pod "web" is bound just before a relist reads it on the first page; the binding's event on the
+    # watch of bound pods arrives while the later pages are read, and no event of it comes after.
+    setup = build(watcher=ScriptedWatcher())
+    try:
+        setup.serve("nodes", 10, node_object("n1", cpu="2", version="2"))
+        setup.serve("pods", 10, bound("a", 5), bound("b", 6))
+        await setup.intake.sync()
+        before = drift("pods")
+        setup.intake.on_event(PODS, "ADDED", pod_object("web", version="11"))
+        setup.intake.on_event(PODS, "DELETED", pod_object("web", version="12"))  # bound: left Kopf's watch
+        setup.serve("pods", 20, bound("web", 12), bound("a", 5), bound("b", 6))
+        delivered: list[int] = []
+
+        def binding_in_flight(path: str, start: int) -> None:
+            if path == "/api/v1/pods" and start > 0:  # the second page asked for
+                setup.intake.on_bound_pod("ADDED", bound("web", 12))
+                delivered.append(start)
+
+        setup.server.during_list = binding_in_flight
+        setup.intake.relist(setup.intake.kinds["pods"])
+        await setup.listed()
+        assert delivered == [2]
+        with caplog.at_level(logging.WARNING, logger="promsched.scheduling.intake.following"):
+            await setup.sleeping(GRACE)  # the wait of the difference the first page found
+            setup.sleeps.end(GRACE)
+            await setup.listed()
+        assert drift("pods") == before
+        assert not [record for record in caplog.records if "drifted" in record.getMessage()]
+    finally:
+        setup.background.stop()
+
+
 async def test_no_drift_is_counted_when_the_lists_agree(setup: Setup) -> None:
     setup.serve("nodes", 10, node_object("n1", version="2"))
     await setup.intake.start(setup.background.supervise)

@@ -52,7 +52,10 @@ class Differences:
         self.unexplained: dict[tuple[str, str], Difference] = {}
 
     def found(self, changes: list[Difference]) -> None:
-        """A later list (not the first) changed these: drift, unless explained within the grace."""
+        """A later list (not the first) changed these, as it read them: drift, unless explained within the
+        grace."""
+        if not changes:
+            return  # the usual case, on every page
         for difference in changes:
             self.unexplained[(difference.resource, difference.key)] = difference
         self.spawn(self._report(changes))

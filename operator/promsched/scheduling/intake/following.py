@@ -377,14 +377,18 @@ class Intake:
     async def _replace(self, kind: Kind, *, first: bool) -> None:
         """Read a whole list of `kind` and make the cache agree with it: states newer than those held
         are applied as they are read; objects held at the list's version or before and missing from it
-        are removed as their DELETED event would remove them. Objects newer than the list stay."""
+        are removed as their DELETED event would remove them. Objects newer than the list stay.
+
+        A later list hands what it changed to `differences` page by page, before it asks for the next:
+        the watch event that explains a change may well arrive while the rest is read (the API server
+        answers a list before its watchers have the events up to the list's version)."""
         versions, apply = self.versions[kind.plural], self.appliers[kind]
         listed: set[str] = set()
         list_version: int | None = None
-        changes: list[Difference] = []
         selected = {"fieldSelector": kind.field_selector} if kind.field_selector else None
         async for page in list_pages(self.sender, kind.path, selected):
             list_version = version_of(page.get("metadata") or {})
+            changes: list[Difference] = []
             for obj in page.get("items") or []:
                 metadata = obj.get("metadata") or {}
                 key, version = kind.key(metadata), version_of(metadata)
@@ -394,18 +398,21 @@ class Intake:
                 if change:
                     apply(False, obj)
                     changes.append(Difference(kind.plural, key, shown(namespace, name), change, version))
+            if not first:
+                self.differences.found(changes)
         if list_version is not None:
             # What the cache counts of pods beyond what their version guard holds goes too.
             unheld = self._counted_unheld() if kind is PODS else ()
+            removed: list[Difference] = []
             for key, held in versions.missing_from(listed, list_version, unheld):
                 versions.remove(key, list_version)
                 metadata = {"name": held.name, "namespace": held.namespace, "uid": key}
                 apply(True, {"metadata": metadata})
                 name = shown(held.namespace, held.name)
-                changes.append(Difference(kind.plural, key, name, "removed", held.version))
+                removed.append(Difference(kind.plural, key, name, "removed", held.version))
             versions.listed(list_version)
-        if changes and not first:
-            self.differences.found(changes)
+            if not first:
+                self.differences.found(removed)
 
     def _counted_unheld(self) -> Iterator[tuple[str, Held]]:
         """The pods counted on a node that the pods' version guard does not hold. A pod bound here
