@@ -82,9 +82,11 @@ test-integration: install-sandbox
 test-load: install-sandbox
 	pytest tests/load -q -s
 
-# Everything: lint, types, import layers, unit tests, then the integration and e2e tiers on one sandbox.
+# Everything: lint, types, import layers, then every tier on TEST_WORKERS pytest workers (0: in this process),
+# each running whole test files, in tier order, against a sandbox of its own.
+TEST_WORKERS ?= 2
 test: lint install-sandbox
-	pytest tests -q
+	pytest tests -q -n $(TEST_WORKERS) --dist loadfile
 
 # `sandbox up` builds what it runs (see install-demo). A second `make demo` reuses the sandbox and the scheduler
 # the first one started; `make demo-down` stops them.

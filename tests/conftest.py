@@ -1,4 +1,6 @@
-"""Fixtures shared by every tier. The integration tiers share one sandbox per test run.
+"""Fixtures shared by every tier. The integration tiers share one sandbox per test run, or per worker
+when pytest-xdist runs several (`make test`: each worker takes whole files, so a module's operator and
+its tests stay on one sandbox).
 
 Set PROMSCHED_SANDBOX_DIR to a folder holding a running sandbox to reuse it across runs (it is then
 left running); otherwise the run starts its own in a temporary folder and stops it at the end.
@@ -35,6 +37,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     reuse = os.environ.get("PROMSCHED_SANDBOX_DIR")
+    if reuse and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail(
+            "PROMSCHED_SANDBOX_DIR names one sandbox, which workers would share (each module starts an "
+            "operator there): run on one worker, `make test TEST_WORKERS=0` or `pytest -n 0`",
+            pytrace=False,
+        )
     if reuse:
         yield Sandbox.load(Path(reuse))
         return
