@@ -2,8 +2,8 @@
 
     python -m bench.benchmark [--nodes 100,1000] [--pods 500] [--rate 50] [--out bench/results]
                               [--modes rate,burst] [--variants promsched,ks-default,ks-raised,null]
-                              [--repeats 3] [--big-burst 5000,10000] [--profile] [--micro] [--merge]
-                              [--render]
+                              [--repeats 3] [--big-burst 5000,10000] [--profile [burst|rate]] [--micro]
+                              [--merge] [--render]
 
 For each node count it starts a sandbox (kwok nodes with skewed load profiles, simulated metrics for all)
 and runs, one after another and each in a namespace of its own that is deleted before the next run, each
@@ -60,7 +60,7 @@ class Settings:
     refresh: str
     history: float
     big_bursts: tuple[int, ...]
-    profile: bool
+    profile: str | None  # the mode of the extra run under py-spy
     seed: int
     workdir: Path | None
     merge: bool
@@ -107,12 +107,12 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                         )
                     )
         if nodes <= 1000 and nodes == max(n for n in settings.node_counts if n <= 1000):
-            counts = settings.big_bursts or ((settings.pods,) if settings.profile else ())
+            counts = settings.big_bursts or ((settings.pods,) if settings.profile is not None else ())
             if counts:
                 apply_policy(sandbox, settings.refresh, nodes)
             for index, count in enumerate(counts):
                 # py-spy on the first big burst only: the others measure peak RSS undisturbed.
-                profiled = settings.profile and index == 0
+                profiled = settings.profile is not None and index == 0
                 if profiled:
                     profile_file = settings.out / f"profile-promsched-{nodes}.txt"
                 try:
@@ -121,7 +121,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
                             sandbox,
                             credentials,
                             VARIANTS[0],
-                            "burst",
+                            (settings.profile or "burst") if profiled else "burst",
                             count,
                             settings.rate,
                             profiles,
@@ -145,6 +145,7 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
         "sandbox_up_s": up_seconds,
         "wall_s": time.monotonic() - started,
         "profile_file": str(profile_file) if profile_file else None,
+        "profile_mode": settings.profile,
     }
 
 
@@ -174,7 +175,13 @@ def _parse_args(argv: list[str] | None) -> Settings:
         help="also promsched-only bursts of these many pods (comma-separated, e.g. 5000,10000) at the "
         "largest node count <= 1000 (peak RSS)",
     )
-    parser.add_argument("--profile", action="store_true", help="py-spy on the first extra promsched burst")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="burst",
+        choices=list(MODES),
+        help="py-spy on the first extra promsched run, of this mode (default burst; rate: at --rate pods/s)",
+    )
     parser.add_argument(
         "--repeats",
         type=int,

@@ -322,7 +322,8 @@ def _profiles(results: dict[str, Any]) -> list[str]:
     for entry in results["node_counts"]:
         profile = entry.get("profile_file")
         if profile and Path(profile).exists():
-            lines += [f"## Profile: promsched, {entry['nodes']} nodes, burst (py-spy, 100 Hz)", ""]
+            mode = entry.get("profile_mode") or "burst"
+            lines += [f"## Profile: promsched, {entry['nodes']} nodes, {mode} (py-spy, 100 Hz)", ""]
             lines += profile_summary(Path(profile))
             lines += [
                 "",

@@ -39,9 +39,10 @@ BENCHMARKS: dict[str, list[str]] = {
         "--repeats=1",
         "--variants=promsched,promsched-rules,ks-default,ks-raised,null",
         "--history=60",
-        # make bench's BENCH_ARGS, cut down: an extra burst (under py-spy where installed), the micro.
+        # make bench's BENCH_ARGS, cut down: an extra run (under py-spy where installed, arriving at
+        # --rate as `--profile rate` asks), the micro.
         "--big-burst=8",
-        "--profile",
+        "--profile=rate",
         "--micro",
     ],
     "quality": [
