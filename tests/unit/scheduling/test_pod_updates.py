@@ -153,6 +153,23 @@ def test_an_update_of_status_or_node_takes_the_spec_parse_of_the_last_state(
     assert all(getattr(pod, field) is getattr(last, field) for field in lent)
 
 
+def test_a_binding_that_labels_the_pod_takes_the_spec_parse_but_what_reads_the_labels() -> None:
+    # The API server's binding copies the node's topology labels onto the pod (PodTopologyLabels
+    # admission); here a label a spread constraint's matchLabelKeys reads changes with them.
+    obj = bound_pod()
+    del obj["spec"]["nodeName"]
+    last = PodInfo.from_object(obj)
+    update = next_state(obj, CHANGES["nodeName"])
+    update["metadata"]["labels"] = {"app": "web", "tier": "back", "topology.kubernetes.io/zone": "z1"}
+
+    pod = PodInfo.from_object(update, last)
+
+    assert pod == PodInfo.from_object(update)
+    assert pod.spread_constraints != last.spread_constraints
+    lent = ("node_selector", "tolerations", "pod_affinity", "claims", "requests", "limits", "host_ports")
+    assert all(getattr(pod, field) is getattr(last, field) for field in lent)
+
+
 @pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
 def test_every_change_read_is_parsed_anew(change: Callable[[dict[str, Any]], None]) -> None:
     obj = bound_pod()

@@ -226,9 +226,10 @@ class PodInfo:
         # Interned: these strings repeat across pods, and each decoded event brings its own copies.
         namespace = sys.intern(metadata.get("namespace") or "default")
         name = sys.intern(metadata.get("name") or "")
-        # Most events of a pod change only its status or its node (the binding, the kubelet's reports):
-        # the spec's parse is taken from its last state when the rest of the spec and what it is read
-        # with are the same.
+        # Most events of a pod change only its status, its node or its labels (the binding, which also
+        # copies the node's topology labels onto the pod, and the kubelet's reports): the spec's parse
+        # is taken from its last state when the rest of the spec is the same, all but what reads the
+        # labels where they changed.
         spec_read = {key: value for key, value in spec.items() if key != "nodeName"}
         source = PodSource(_digest(spec_read), _digest(requests_status_key(spec, status)))
         held = previous.source if previous is not None else None
@@ -237,10 +238,12 @@ class PodInfo:
             and held is not None
             and held.spec == source.spec
             and (previous.namespace, previous.name) == (namespace, name)
-            and previous.labels == (metadata.get("labels") or {})
         ):
-            labels = previous.labels
             parsed = {field: getattr(previous, field) for field in _SPEC_FIELDS}
+            labels = previous.labels
+            if labels != (metadata.get("labels") or {}):
+                labels = _shared_strings(metadata.get("labels"), "metadata.labels")
+                parsed[_LABELS_READ] = parse_spread_constraints(spec, labels)
             same_requests = held.requests_status == source.requests_status
             requests = previous.requests if same_requests else pod_requests(spec, status)
         else:
@@ -307,7 +310,7 @@ def _digest(value: Any) -> bytes:
 
 
 # The fields `_parse_spec` gives: read from the spec alone (not its nodeName), with the pod's namespace,
-# name and labels.
+# name and, `_LABELS_READ` only, its labels (matchLabelKeys).
 _SPEC_FIELDS: Final = (
     "limits",
     "local_storage",
@@ -321,6 +324,7 @@ _SPEC_FIELDS: Final = (
     "claims",
     "unsupported",
 )
+_LABELS_READ: Final = "spread_constraints"
 
 
 def _parse_spec(
@@ -334,7 +338,7 @@ def _parse_spec(
         "required_affinity": required_affinity(affinity),
         "preferred_affinity": preferred_affinity(affinity),
         "pod_affinity": parse_pod_affinity(affinity, namespace),
-        "spread_constraints": parse_spread_constraints(spec, labels),
+        _LABELS_READ: parse_spread_constraints(spec, labels),
         "tolerations": tuple(
             _toleration(toleration) for toleration in list_field(spec.get("tolerations"), "spec.tolerations")
         ),
