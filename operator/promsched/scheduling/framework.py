@@ -201,5 +201,9 @@ class Scorer(Protocol):
     def weight(self) -> int:
         """kube's default weight for the plugin."""
 
+    def skips(self, pod: PodInfo, cache: ClusterCache) -> bool:
+        """kube's PreScore Skip: True when the pod gives this plugin nothing to prefer, as known before
+        the nodes are looked at; `score` is then not called."""
+
     def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         """Every node's score, or None when the pod gives this plugin nothing to prefer."""

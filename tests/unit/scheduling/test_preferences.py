@@ -12,11 +12,13 @@ from promsched.api.fields import PolicyError
 from promsched.api.policies import parse_spec
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.deciding import decide
+from promsched.scheduling.framework import Scorer
 from promsched.scheduling.objects.pods import PodInfo
 from promsched.scheduling.scores import DEFAULT_SCORERS, blend, score_preferences
 from promsched.scheduling.scores.interpod_affinity import InterPodAffinityScore
 from promsched.scheduling.scores.node_affinity import NodeAffinityScore
 from promsched.scheduling.scores.taints import TaintTolerationScore
+from promsched.scheduling.scores.topology_spread import PodTopologySpreadScore
 from support.objects import ZONE, node, pod
 from support.placement import cache_with, decide_evenly, required_term
 from support.snapshots import cpu_snapshot
@@ -96,6 +98,42 @@ def test_existing_pods_terms_toward_the_pod_weigh_in_too() -> None:
     # The follower's required term counts kube's hardPodAffinityWeight, 1.
     assert result.raw == [1.0, 0.0, -7.0]
     assert InterPodAffinityScore().score(pod("other"), cache_with(NODES, [follower, shy]), NODES) is None
+
+
+def spreading(when: str) -> PodInfo:
+    constraint = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": when, "labelSelector": {}}
+    return pod("app", topologySpreadConstraints=[constraint])
+
+
+def test_each_scorer_skips_where_the_pod_gives_it_nothing_to_prefer_and_only_there() -> None:
+    soft = [{"key": "spot", "value": "", "effect": "PreferNoSchedule"}]
+    tainted = cache_with([node("n1", "zone-a", taints=soft), *NODES[1:]])
+    follower = pod(
+        "cache",
+        node_name="n1",
+        affinity={
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [required_term(DB, ZONE)]}
+        },
+    )
+    preferring_db = pod("web", affinity=preferred_pod_terms("podAffinity", (required_term(DB, ZONE), 5)))
+    cases: list[tuple[Scorer, PodInfo, ClusterCache, bool]] = [
+        (TaintTolerationScore(), pod("app"), cache_with(NODES), True),
+        (TaintTolerationScore(), pod("app"), tainted, False),
+        (NodeAffinityScore(), pod("app"), cache_with(NODES), True),
+        (NodeAffinityScore(), preferring(("zone-a", 1)), cache_with(NODES), False),
+        (PodTopologySpreadScore(), spreading("DoNotSchedule"), cache_with(NODES), True),
+        (PodTopologySpreadScore(), spreading("ScheduleAnyway"), cache_with(NODES), False),
+        (InterPodAffinityScore(), pod("db", labels=DB), cache_with(NODES), True),
+        (InterPodAffinityScore(), pod("db", labels=DB), cache_with(NODES, [follower]), False),
+        (InterPodAffinityScore(), preferring_db, cache_with(NODES), False),
+    ]
+    for scorer, incoming, cache, skipped in cases:
+        assert scorer.skips(incoming, cache) is skipped, (scorer.name, incoming.name)
+        if skipped:
+            assert scorer.score(incoming, cache, list(cache.nodes.values())) is None
+    # The taint is lifted: the nodes tainted so follow the cache's nodes.
+    tainted.upsert_node(node("n1", "zone-a"))
+    assert TaintTolerationScore().skips(pod("app"), tainted)
 
 
 def test_without_preferences_the_load_alone_decides_unchanged() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from promsched.scheduling.cluster.affinity_matches import AffinityMatches
 from promsched.scheduling.cluster.matching_pods import MatchingPods
 from promsched.scheduling.cluster.node_labels import NodeLabelIndex
+from promsched.scheduling.cluster.node_taints import PreferNoScheduleNodes
 from promsched.scheduling.cluster.spread_layouts import SpreadLayouts
 
 
@@ -18,3 +19,4 @@ class PlacementIndexes:
     spread_layouts: SpreadLayouts = field(default_factory=SpreadLayouts)  # spreading's domains per pod shape
     matching_pods: MatchingPods = field(default_factory=MatchingPods)  # a selector's pods per node
     affinity_matches: AffinityMatches = field(default_factory=AffinityMatches)  # affinity's counts per domain
+    prefer_no_schedule: PreferNoScheduleNodes = field(default_factory=PreferNoScheduleNodes)  # tainted so

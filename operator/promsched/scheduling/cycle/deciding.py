@@ -121,10 +121,11 @@ def with_preferences(
     plugins' parts listed after the metric plugins'; by load alone when no preference tells the nodes
     apart. `nodes`: the ranked nodes' objects, when the caller has them."""
     preferences = None
-    if weight and scorers:
+    scoring = [scorer for scorer in scorers if not scorer.skips(pod, cache)] if weight else []
+    if scoring:
         if nodes is None:
             nodes = [cache.nodes[result.node] for result in ranked]
-        preferences = score_preferences(pod, cache, nodes, scorers)
+        preferences = score_preferences(pod, cache, nodes, scoring)
     if preferences is None:
         ranked.sort(key=_total, reverse=True)
         return ranked

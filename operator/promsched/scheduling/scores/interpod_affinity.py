@@ -53,6 +53,11 @@ class InterPodAffinityScore:
     name = "InterPodAffinity"
     weight = 2
 
+    def skips(self, pod: PodInfo, cache: ClusterCache) -> bool:
+        # Neither the pod's preferred terms nor any counted pod's terms to weigh (kube skips so too).
+        terms = pod.pod_affinity
+        return not (terms.preferred or terms.preferred_anti or cache.with_scored_terms)
+
     def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         weights = _DomainWeights()
         known = cache.nodes

@@ -19,6 +19,9 @@ class NodeAffinityScore:
     name = "NodeAffinity"
     weight = 2
 
+    def skips(self, pod: PodInfo, cache: ClusterCache) -> bool:
+        return not pod.preferred_affinity
+
     def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         if not pod.preferred_affinity:
             return None

@@ -23,6 +23,9 @@ class TaintTolerationScore:
     name = "TaintToleration"
     weight = 3
 
+    def skips(self, pod: PodInfo, cache: ClusterCache) -> bool:
+        return not cache.indexes.prefer_no_schedule.following(cache)  # most clusters: no node is so
+
     def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         taints = list(map(_TAINTS, nodes))  # in C: this runs for hundreds of nodes per pod
         if not any(taints):

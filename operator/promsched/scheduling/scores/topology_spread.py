@@ -28,6 +28,9 @@ class PodTopologySpreadScore:
     name = "PodTopologySpread"
     weight = 2
 
+    def skips(self, pod: PodInfo, cache: ClusterCache) -> bool:
+        return all(constraint.hard for constraint in pod.spread_constraints)
+
     def score(self, pod: PodInfo, cache: ClusterCache, nodes: Sequence[NodeInfo]) -> NodeScores | None:
         constraints = tuple(constraint for constraint in pod.spread_constraints if not constraint.hard)
         if not constraints:
