@@ -6,6 +6,11 @@ on the steady profiles of tests/fixtures/profiles.yaml that moves no value. What
 in (rate() without extrapolation, lookbehind, quantile_over_time and subqueries at the window's edges) is
 what the tolerances bound: each is the largest difference measured on this sandbox, rounded up, and
 docs/metrics-backends.md gives the figures. Rankings must be the same.
+
+The rated plugins' tolerance also covers a loaded machine (two test workers, each with a sandbox, on 2
+cores): a scrape can then reach the exporter a good part of a second after the time it is stamped with,
+and rates over 30 s to 10 min moved by up to 0.45 points (cpu 9.55 against 10.00). The profiles' values
+lie 5 points apart or more, so the rankings still tell a dialect's error from that.
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ NODES = 6
 # 65 minutes: the backfill is written and imported twice.
 HISTORY_SECONDS = 15 * 60.0
 BACKENDS = (monitoring.VICTORIAMETRICS, monitoring.PROMETHEUS)
-# Percentage points, by plugin: a few times the largest difference measured over every plan here
-# (0.011 cpu, 0.0073 diskIO, 0.0039 network, none for the gauges; docs/metrics-backends.md).
-TOLERANCE = {"cpu": 0.05, "memory": 0.01, "diskIO": 0.05, "diskSpace": 0.01, "network": 0.02}
+# Percentage points, by plugin: for the gauges a few times the largest difference measured over every plan
+# here (none; docs/metrics-backends.md), for the rates what a loaded machine's late scrapes moved them
+# (up to 0.45; on an idle one 0.011 cpu, 0.0073 diskIO, 0.0039 network).
+TOLERANCE = {"cpu": 0.75, "memory": 0.01, "diskIO": 0.75, "diskSpace": 0.01, "network": 0.75}
 # Cores and bytes of the usage estimation queries.
 CPU_TOLERANCE_CORES = 0.02
 BUILTINS = [
