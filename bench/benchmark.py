@@ -165,7 +165,9 @@ def _parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument(
         "--variants",
         default=",".join(MAKE_BENCH_VARIANTS),
-        help=f"{','.join(MAKE_BENCH_VARIANTS)} (default); promsched-rules reads the node mixin's rules",
+        help=f"{','.join(MAKE_BENCH_VARIANTS)} (default); promsched-rules reads the node mixin's rules; "
+        "promsched-baseline runs the promsched package in $PROMSCHED_BENCH_BASELINE (another commit's "
+        "operator/)",
     )
     parser.add_argument("--refresh", default="15s", help="the policy's refreshInterval (default 15s)")
     parser.add_argument("--history", type=float, default=300.0, help="seconds of backfilled metrics")
@@ -213,6 +215,9 @@ def _parse_args(argv: list[str] | None) -> Settings:
     modes = tuple(mode for mode in args.modes.split(",") if mode)
     if set(modes) - set(MODES):
         parser.error(f"--modes: use {', '.join(MODES)}")
+    for variant in variants:
+        if variant.source_env and not os.environ.get(variant.source_env):
+            parser.error(f"--variants {variant.key}: set {variant.source_env} to a folder holding promsched")
     if args.repeats < 1:
         parser.error("--repeats: at least 1")
     return Settings(

@@ -224,7 +224,9 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
             mine = find(results, nodes, ours, mode)
             if mine is None:
                 continue
-            for key in ("ks-default", "ks-raised", "null"):
+            for key in ("promsched-baseline", "ks-default", "ks-raised", "null"):
+                if key == ours:
+                    continue
                 theirs = find(results, nodes, key, mode)
                 if theirs is not None:
                     ratios.append((f"{LABELS[ours]} / {LABELS[key]}", mine, theirs))

@@ -36,6 +36,9 @@ class Variant:
     burst: int = 0
     # promsched only: the built-ins' spec.plugins[].source (None: node_exporter's raw series).
     metric_source: str | None = None
+    # promsched only: the environment variable naming the folder that holds the `promsched` package to
+    # run (another commit's `operator/`), for a before/after comparison in one run; None: this checkout's.
+    source_env: str | None = None
 
     @property
     def scheduler_name(self) -> str:
@@ -52,6 +55,16 @@ VARIANTS = (
     Variant("promsched", "promsched (QPS 1000/2000)", "promsched", 1000, 2000),
     # Opt-in (not in `make bench`): the same policy reading the node mixin's recording rules.
     Variant("promsched-rules", "promsched, rules (QPS 1000/2000)", "promsched", 1000, 2000, "RecordingRules"),
+    # Opt-in: the operator of another checkout (`git worktree add /tmp/before <commit>`, then
+    # PROMSCHED_BENCH_BASELINE=/tmp/before/operator), to measure a change against its parent in one run.
+    Variant(
+        "promsched-baseline",
+        "promsched, baseline source (QPS 1000/2000)",
+        "promsched",
+        1000,
+        2000,
+        source_env="PROMSCHED_BENCH_BASELINE",
+    ),
     Variant("ks-default", "kube-scheduler (QPS 50/100)", "kube-scheduler", 50, 100),
     Variant("ks-raised", "kube-scheduler (QPS 1000/2000)", "kube-scheduler", 1000, 2000),
     Variant("null", "null binder", "null"),
@@ -228,9 +241,9 @@ def start_variant(sandbox: Sandbox, variant: Variant, report: Report) -> tuple[i
         if not wanted:
             raise SandboxError(f"no SchedulingPolicy with schedulerName {variant.scheduler_name} applied")
         budget = ("--kube-api-qps", str(variant.qps), "--kube-api-burst", str(variant.burst))
-        url = start_scheduler(
-            sandbox, lambda _line: None, name=variant.process, extra=budget if variant.qps else ()
-        )
+        source = Path(os.environ[variant.source_env]) if variant.source_env else None
+        extra = budget if variant.qps else ()
+        url = start_scheduler(sandbox, lambda _line: None, name=variant.process, extra=extra, source=source)
         _wait_for_metrics(url, wanted)
     elif variant.kind == "kube-scheduler":
         _start_kube_scheduler(sandbox, variant, supervisor)

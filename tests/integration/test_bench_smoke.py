@@ -15,6 +15,7 @@ the nodes are back at their background at once, not after a minute of the 1-minu
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -37,7 +38,8 @@ BENCHMARKS: dict[str, list[str]] = {
         f"--nodes={NODES}",
         "--pods=6",
         "--repeats=1",
-        "--variants=promsched,promsched-rules,ks-default,ks-raised,null",
+        # promsched-baseline runs PROMSCHED_BENCH_BASELINE's operator: here this checkout's own.
+        "--variants=promsched,promsched-baseline,promsched-rules,ks-default,ks-raised,null",
         "--history=60",
         # make bench's BENCH_ARGS, cut down: an extra run (under py-spy where installed, arriving at
         # --rate as `--profile rate` asks), the micro.
@@ -142,7 +144,11 @@ def _launch(name: str, argv: list[str], base: Path) -> Launched:
     extra = ["--out", str(out), "--workdir", str(base / "work")] if name in BENCHMARKS else []
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", *argv, *extra], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT
+            [sys.executable, "-m", *argv, *extra],
+            cwd=REPO,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PROMSCHED_BENCH_BASELINE=str(REPO / "operator")),
         )
     return Launched(name, out, log, process)
 
@@ -185,7 +191,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
     (entry,) = results["node_counts"]
     assert entry["nodes"] == NODES
     shown = {(r["variant"], r["mode"]) for r in entry["runs"]}
-    variants = ("promsched", "promsched-rules", "ks-default", "ks-raised", "null")
+    variants = ("promsched", "promsched-baseline", "promsched-rules", "ks-default", "ks-raised", "null")
     assert shown == {(variant, mode) for variant in variants for mode in ("rate", "burst")}
     for measured in [*entry["runs"], *entry["extra_runs"]]:
         assert measured["bound"] == measured["pods"], measured["label"]
@@ -212,12 +218,14 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
     for label in (
         "promsched (QPS 1000/2000)",
         "promsched, rules (QPS 1000/2000)",
+        "promsched, baseline source (QPS 1000/2000)",
         "kube-scheduler (QPS 50/100)",
         "kube-scheduler (QPS 1000/2000)",
         "null binder",
     ):
         assert label in rows
     assert "*promsched (QPS 1000/2000) / kube-scheduler (QPS 1000/2000)*" in rows
+    assert "*promsched (QPS 1000/2000) / promsched, baseline source (QPS 1000/2000)*" in rows
     for section in ("## Targets", "## The decision alone, offline"):
         assert section in text
 

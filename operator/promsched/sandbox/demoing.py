@@ -81,9 +81,15 @@ def running_process(sandbox: Sandbox, name: str) -> Process | None:
 
 
 def start_scheduler(
-    sandbox: Sandbox, report: Report, name: str = "promsched", extra: tuple[str, ...] = ()
+    sandbox: Sandbox,
+    report: Report,
+    name: str = "promsched",
+    extra: tuple[str, ...] = (),
+    source: Path | None = None,
 ) -> str:
-    """Run `promsched run` as the sandbox process `name`; returns its base URL once /readyz answers."""
+    """Run `promsched run` as the sandbox process `name`; returns its base URL once /readyz answers.
+    `source`: a folder holding the `promsched` package to run instead of this one (the benchmarks'
+    baseline)."""
     if running_process(sandbox, name) is not None:
         raise SandboxError(f"{name} is already running in this sandbox; `promsched sandbox down` stops it")
     supervisor = Supervisor(sandbox.directory)
@@ -105,7 +111,11 @@ def start_scheduler(
             listen,
             *extra,
         ],
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(temporary)),
+        env=dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([*([str(source)] if source else []), *sys.path]),
+            TMPDIR=str(temporary),
+        ),
     )
     url = f"http://{listen}"
 
