@@ -100,7 +100,7 @@ def snapshot_of(names: list[str], plan: Plan, seed: int = 8) -> Snapshot:
     for plugin in plan.plugins:
         field = PROFILE_FIELD[plugin.name]
         series = {name: Series({}, profiles[name][field], now) for name in names}
-        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=now)
+        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), refreshed_at=now)
     return Snapshot(plan=plan, taken_at=now, plugins=plugins)
 
 

@@ -19,7 +19,7 @@ def snapshot_of(plan: Plan, loads: Mapping[str, Mapping[str, float]], at: float)
     plugins = {}
     for plugin in plan.plugins:
         series = {node: Series({}, value, at) for node, value in loads.get(plugin.name, {}).items()}
-        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), series, refreshed_at=at)
+        plugins[plugin.name] = PluginSnapshot(plugin, plugin.samples(series), refreshed_at=at)
     return Snapshot(plan=plan, taken_at=at, plugins=plugins)
 
 

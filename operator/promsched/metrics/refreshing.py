@@ -90,11 +90,10 @@ async def _refresh_plugin(
         if previous is None or previous.plugin.query != plugin.query:
             return dataclasses.replace(PluginSnapshot.empty(plugin), error=error)
         # Same query as before: keep its last values, scored by this plugin's (maybe new) settings.
-        samples = previous.samples if previous.plugin is plugin else plugin.samples(previous.series)
+        samples = previous.samples if previous.plugin is plugin else plugin.rescored(previous.samples)
         return PluginSnapshot(
             plugin=plugin,
             samples=MappingProxyType(samples),
-            series=previous.series,
             refreshed_at=previous.refreshed_at,
             error=error,
             report=previous.report,
@@ -139,7 +138,6 @@ def _plugin_snapshot(
     return PluginSnapshot(
         plugin=plugin,
         samples=MappingProxyType(plugin.samples(assignment.by_node)),
-        series=MappingProxyType(dict(assignment.by_node)),
         refreshed_at=at,
         report=assignment.report,
         divisors=divisors,

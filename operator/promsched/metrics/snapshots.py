@@ -11,7 +11,7 @@ from promsched.metrics.errors import PrometheusError
 from promsched.metrics.identifying import SeriesReport
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
-from promsched.metrics.samples import Sample, Series
+from promsched.metrics.samples import Sample
 from promsched.metrics.usage_querying import NO_POD_USAGE, PodUsage
 
 _EMPTY: Mapping[str, Sample] = MappingProxyType({})
@@ -22,14 +22,12 @@ class PluginSnapshot:
     """One plugin's part of a snapshot.
 
     After a failed query the previous samples stay (they age until `staleAfter` makes them missing)
-    and `error` says why they were not renewed. `series` keeps the mapped series the samples were
-    computed from, so a changed plugin with the same query can rescore them. `divisors`: a split query's
-    (`dividing`), kept for the next refreshes.
+    and `error` says why they were not renewed; a changed plugin with the same query rescores them
+    (`Plugin.rescored`). `divisors`: a split query's (`dividing`), kept for the next refreshes.
     """
 
     plugin: Plugin
     samples: Mapping[str, Sample]
-    series: Mapping[str, Series]
     refreshed_at: float | None  # unix time of the last successful query; None: none yet
     error: PrometheusError | None = None  # why the latest query failed; None when it succeeded
     report: SeriesReport = field(default_factory=SeriesReport)
@@ -37,7 +35,7 @@ class PluginSnapshot:
 
     @classmethod
     def empty(cls, plugin: Plugin) -> PluginSnapshot:
-        return cls(plugin=plugin, samples=_EMPTY, series=MappingProxyType({}), refreshed_at=None)
+        return cls(plugin=plugin, samples=_EMPTY, refreshed_at=None)
 
 
 def empty_usage(plan: Plan) -> PodUsage:

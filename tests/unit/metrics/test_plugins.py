@@ -161,3 +161,29 @@ def test_extra_load_applies_to_percent_samples_only() -> None:
     )
     assert network.with_extra_load(samples["linked"], 20).score == 50
     assert network.with_extra_load(samples["unlinked"], 20) == samples["unlinked"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "changed"),
+    [
+        ({"name": "cpu"}, {"threshold": 50}),
+        ({"name": "network"}, {"threshold": 30, "weight": 5}),
+        ({"name": "gpu", "query": "x"}, {"threshold": 15}),
+    ],
+    ids=["load", "network", "custom"],
+)
+def test_kept_samples_rescored_under_changed_settings_score_as_their_series_would(
+    settings: dict[str, Any], changed: dict[str, Any]
+) -> None:
+    # A snapshot keeps samples, not the series they came from: network's unit is read from its sample.
+    series = {
+        "linked-busy": Series({"promsched_unit": "percent"}, 60, 1.0),
+        "linked-idle": Series({"promsched_unit": "percent"}, 10, 2.0),
+        "unlinked-a": Series({"promsched_unit": "bytes_per_second"}, 1000, 3.0),
+        "unlinked-b": Series({"promsched_unit": "bytes_per_second"}, 20, 4.0),
+    }
+    kept = plugin(**settings).samples(series)
+    new = plugin(**settings, **changed)
+
+    assert new.rescored(kept) == new.samples(series)
+    assert new.rescored(kept) != kept

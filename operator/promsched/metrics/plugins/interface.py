@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import ClassVar
 
 from promsched.api.builtins import NODE_MIXIN_RULES
@@ -59,6 +60,9 @@ def used_percent(available: str, total: str, by: str) -> str:
     return f"100 * max by ({by}) (1 - {available} / ({total} > 0))"
 
 
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
 class Plugin(ABC):
     """A plugin compiled from its policy entry: `query` is the exact text of what each refresh asks, sent
     whole unless `split` says in which two parts (`dividing`)."""
@@ -83,6 +87,17 @@ class Plugin(ABC):
     @abstractmethod
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
         """Each node's value, score and threshold verdict."""
+
+    def rescored(self, kept: Mapping[str, Sample]) -> dict[str, Sample]:
+        """The samples a plugin with the same query gave, scored under this one's settings (a changed
+        threshold or weight), each with its value and time: as `samples` scores the series they came
+        from, which a snapshot does not keep (at 5000 nodes, 25,000 objects for the collector to walk)."""
+        read = self.labels_read
+        return self.samples({node: Series(read(s), s.value, s.sample_time) for node, s in kept.items()})
+
+    def labels_read(self, sample: Sample) -> Mapping[str, str]:
+        """The labels of a series that `samples` reads, as its sample tells them: none but network's."""
+        return NO_LABELS
 
     @property
     @abstractmethod

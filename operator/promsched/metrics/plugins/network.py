@@ -21,17 +21,19 @@ node, scaled relative to each other.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from promsched.api.builtins import DEFAULT_NETWORK_DEVICE_EXCLUDE_PATTERN, NODE_MIXIN_RULES
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.dividing import SplitQuery
 from promsched.metrics.identifying import NodeIdentity
-from promsched.metrics.plugins.interface import LoadPlugin, relative_scores
+from promsched.metrics.plugins.interface import NO_LABELS, LoadPlugin, relative_scores
 from promsched.metrics.samples import Sample, Series
 
 UNIT_LABEL = "promsched_unit"
 PERCENT = "percent"
+_IN_PERCENT: Mapping[str, str] = MappingProxyType({UNIT_LABEL: PERCENT})
 BYTES_PER_SECOND = "bytes_per_second"
 
 
@@ -109,6 +111,9 @@ class NetworkPlugin(LoadPlugin):
             node_traffic = f"max by ({by}) ({receive}) + max by ({by}) ({transmit})"
             traffic = promql.over_window(self.percentile, promql.subquery(node_traffic, seconds))
         return promql.with_label(traffic, UNIT_LABEL, BYTES_PER_SECOND)
+
+    def labels_read(self, sample: Sample) -> Mapping[str, str]:
+        return _IN_PERCENT if sample.is_load_percent else NO_LABELS
 
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
         samples: dict[str, Sample] = {}
