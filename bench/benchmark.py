@@ -250,6 +250,12 @@ def measure(settings: Settings, argv: list[str] | None) -> dict[str, Any]:
         "started": facts["started"],
         "node_counts": list(settings.node_counts),
         "wall_s": 0.0,
+        # What each variant with a source of its own ran: the checkout holding its operator/.
+        "sources": {
+            v.key: {"folder": os.environ[v.source_env], **revision(Path(os.environ[v.source_env]).parent)}
+            for v in settings.variants
+            if v.source_env
+        },
     }
     results: dict[str, Any] = {
         "settings": {

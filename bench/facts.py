@@ -15,11 +15,12 @@ from bench.commanding import REPO
 from promsched.sandbox.builds.components import SANDBOX_RELEASE
 
 
-def revision() -> dict[str, Any]:
-    """The commit measured, and the files of the package that differed from it when the run started."""
+def revision(root: Path = REPO) -> dict[str, Any]:
+    """The commit measured (of the checkout at `root`), and the files of the package that differed from it
+    when the run started."""
 
     def git(*args: str) -> str:
-        result = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
         return result.stdout.rstrip()
 
     changed = git("status", "--porcelain", "--", "operator")

@@ -176,6 +176,11 @@ def _opening(results: dict[str, Any]) -> list[str]:
             f"- `python -m bench.benchmark {' '.join(invocation['argv'])}` ({invocation['started']}): node "
             f"counts {', '.join(map(str, invocation['node_counts']))}, "
             f"wall time {invocation['wall_s'] / 60:.1f} min"
+            + "".join(
+                f"; {LABELS[key]} from {source['folder']} at commit {source.get('commit', '?')[:12]}"
+                f"{' with uncommitted changes' if source.get('changed') else ''}"
+                for key, source in invocation.get("sources", {}).items()
+            )
         )
     lines += [
         "",

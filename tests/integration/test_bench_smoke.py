@@ -226,6 +226,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
         assert label in rows
     assert "*promsched (QPS 1000/2000) / kube-scheduler (QPS 1000/2000)*" in rows
     assert "*promsched (QPS 1000/2000) / promsched, baseline source (QPS 1000/2000)*" in rows
+    assert f"promsched, baseline source (QPS 1000/2000) from {REPO / 'operator'} at commit" in text
     for section in ("## Targets", "## The decision alone, offline"):
         assert section in text
 
