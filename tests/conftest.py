@@ -1,5 +1,5 @@
 """Fixtures shared by every tier. The integration tiers share one sandbox per test run, or per worker
-when pytest-xdist runs several (`make test TEST_WORKERS=2`: each worker takes whole files, so a module's
+when pytest-xdist runs several (`make test` runs two: each worker takes whole files, so a module's
 operator and its tests stay on one sandbox).
 
 Set PROMSCHED_SANDBOX_DIR to a folder holding a running sandbox to reuse it across runs (it is then
