@@ -38,11 +38,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from bench import commanding
 from bench.decide_micro import bench_policy, build, pod
+from bench.histograms import Buckets, added, bucketed, histogram_quantile, summed
 from bench.quality_measures import percentile
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
@@ -130,8 +130,6 @@ async def _pods(latencies: list[float], stop: asyncio.Event, echo_port: int) -> 
 
 LAG_WATCHERS = 10
 LAG_QUANTILE = 0.99
-# Buckets: (upper bound, observations at or below it), ascending, the last +Inf: a histogram's as read.
-Buckets = list[tuple[float, float]]
 
 
 def lag_buckets() -> Buckets:
@@ -143,37 +141,6 @@ def lag_buckets() -> Buckets:
         if sample.name.endswith("_bucket")
     ]
     return sorted(counts)
-
-
-def added(before: Buckets, after: Buckets) -> Buckets:
-    """The observations made between two readings of one histogram, per bucket (still cumulative)."""
-    return [(upper, count - earlier) for (upper, count), (_, earlier) in zip(after, before, strict=True)]
-
-
-def summed(readings: Sequence[Buckets]) -> Buckets:
-    """Several rounds' observations as one histogram."""
-    return [(bucket[0][0], sum(count for _, count in bucket)) for bucket in zip(*readings, strict=True)]
-
-
-def bucketed(values: Sequence[float], bounds: Sequence[float]) -> Buckets:
-    """`values` as a histogram with upper bounds `bounds` (ascending, the last +Inf) would count them."""
-    return [(upper, float(sum(value <= upper for value in values))) for upper in bounds]
-
-
-def histogram_quantile(q: float, buckets: Buckets) -> float:
-    """The q-quantile of a histogram's buckets as Prometheus's histogram_quantile gives it: linear
-    within the bucket the rank falls in (from 0 for the first); the highest finite bound if it falls in
-    +Inf; NaN without observations."""
-    total = buckets[-1][1]
-    if total == 0:
-        return math.nan
-    rank = q * total
-    index = next(index for index, (_, count) in enumerate(buckets) if count >= rank)
-    if index == len(buckets) - 1:
-        return buckets[-2][0]
-    lower, below = buckets[index - 1] if index > 0 else (0.0, 0.0)
-    upper, count = buckets[index]
-    return lower + (upper - lower) * (rank - below) / (count - below)
 
 
 async def _lag_watchers(observed: list[tuple[float, float]], copies: int) -> None:

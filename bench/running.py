@@ -12,18 +12,19 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.commanding import Report, report_line
+from bench.histograms import Buckets, added, histogram_quantile
 from bench.kubeapi import cpu_seconds, peak_rss_mb, read_requests, watch_session
 from bench.loads import utilisation_spread
 from bench.namespaces import create_namespace, delete_namespace
 from bench.pods import CREATE_CONCURRENCY, PodTimes, catch_up, create_pod, follow, pod_manifest
 from bench.quality_measures import percentile
 from bench.requestcounts import BINDING, Reading, difference, event_writes, mean_ms, scheduling_total, writes
-from bench.scraping import prometheus_queries, promsched_timings
+from bench.scraping import loop_lag, prometheus_queries, promsched_timings
 from bench.variants import Variant, start_variant
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import Request
@@ -196,6 +197,7 @@ class Counters:
     prometheus_cpu: float = 0.0
     queries: float = 0.0
     at: float = 0.0
+    loop_lag: Buckets = field(default_factory=list)  # promsched's, cumulative
 
 
 def run_once(
@@ -234,6 +236,7 @@ def run_once(
             into.apiserver_cpu = cpu_seconds(apiserver.pid)
             into.prometheus_cpu = cpu_seconds(prometheus.pid)
             into.queries = prometheus_queries(sandbox.prometheus_url)
+            into.loop_lag = loop_lag(metrics_url)
 
         def at_start() -> None:
             nonlocal spy
@@ -295,6 +298,10 @@ def run_once(
         "p90_ms": 1000 * percentile(latencies, 0.90),
         "p99_ms": 1000 * percentile(latencies, 0.99),
         "max_ms": 1000 * latencies[-1] if latencies else math.nan,
+        # promsched's event loop lag over the run, as Prometheus would read its histogram (issue 43).
+        "loop_lag_p99_ms": 1000 * histogram_quantile(0.99, added(start.loop_lag, end.loop_lag))
+        if start.loop_lag and end.loop_lag
+        else math.nan,
         "prometheus_queries": queries,
         "queries_per_pod": queries / bound if bound else math.nan,
         "scheduler_cpu_s": end.scheduler_cpu - start.scheduler_cpu,

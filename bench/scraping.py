@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import urllib.request
 
+from bench.histograms import Buckets, scraped
 from bench.requestcounts import by_label
 
 
@@ -52,6 +53,11 @@ def promsched_timings(url: str | None) -> dict[str, float]:
         if count:
             found[key] = 1000 * sums.get(metric + "_sum", 0.0) / count
     return found
+
+
+def loop_lag(url: str | None) -> Buckets:
+    """promsched's `promsched_event_loop_lag_seconds` buckets now (none without a /metrics)."""
+    return scraped(metrics_text(url), "promsched_event_loop_lag_seconds") if url is not None else []
 
 
 def dropped_writes(url: str | None) -> dict[str, float]:

@@ -227,6 +227,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
     assert "*promsched (QPS 1000/2000) / kube-scheduler (QPS 1000/2000)*" in rows
     assert "*promsched (QPS 1000/2000) / promsched, baseline source (QPS 1000/2000)*" in rows
     assert f"promsched, baseline source (QPS 1000/2000) from {REPO / 'operator'} at commit" in text
+    assert "promsched's event loop lag over the run, p99" in text
     for section in ("## Targets", "## The decision alone, offline"):
         assert section in text
 

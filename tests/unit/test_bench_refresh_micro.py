@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from bench.refresh_micro import added, bucketed, histogram_quantile, measure, summed
+from bench.histograms import added, bucketed, histogram_quantile, summed
+from bench.refresh_micro import measure
 
 
 def test_each_round_samples_every_node_and_decides_a_pod() -> None:
