@@ -36,6 +36,7 @@ FIGURES = (
     "scheduling_writes_per_pod",
     "decide_ms_mean",
     "bind_ms_mean",
+    "loop_lag_p99_ms",
     "spread.cpu_std",
     "spread.cpu_max",
     "spread.memory_std",
