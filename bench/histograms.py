@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from bench.requestcounts import samples
+
 # Buckets: (upper bound, observations at or below it), ascending, the last +Inf: a histogram's as read.
 Buckets = list[tuple[float, float]]
 
@@ -45,10 +47,7 @@ def scraped(text: str, metric: str) -> Buckets:
     """`metric`'s cumulative bucket counts on a /metrics page (empty when it has none), every series
     summed per bound."""
     counts: dict[float, float] = {}
-    prefix = f"{metric}_bucket{{"
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            labels, _, value = line[len(prefix) :].partition("} ")
-            bound = next(part for part in labels.split(",") if part.startswith("le="))[4:-1]
-            counts[float(bound)] = counts.get(float(bound), 0.0) + float(value)
+    for labels, value in samples(text, f"{metric}_bucket"):
+        bound = float(labels["le"])
+        counts[bound] = counts.get(bound, 0.0) + value
     return sorted(counts.items())
