@@ -40,7 +40,7 @@ from bench.loads import skewed_profiles, utilisation_spread
 from bench.plotting import plots
 from bench.pods import POD_CPU, POD_MEMORY, SHAPES
 from bench.running import MODES, run_once
-from bench.sandboxing import prepare, stop_sandbox
+from bench.sandboxing import prepare, stop_sandbox, yield_cpu
 from bench.targets import targets
 from bench.variants import MAKE_BENCH_VARIANTS, VARIANTS, Variant, apply_policy
 from promsched.kube.configuring import from_kubeconfig
@@ -68,6 +68,7 @@ class Settings:
     micro: bool
     repeats: int = 3
     shape: str = "plain"  # the pods' (bench.pods.SHAPES)
+    sandbox_nice: int = 0  # the sandbox's processes' niceness; the schedulers keep 0
 
 
 def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
@@ -83,6 +84,9 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
             directory, nodes=nodes, profiles_file=profiles_file, history=settings.history, report=report
         )
         up_seconds = time.monotonic() - started
+        if settings.sandbox_nice:
+            reniced = yield_cpu(directory, settings.sandbox_nice)
+            report(f"  at nice {settings.sandbox_nice}: {', '.join(reniced)}")
         credentials = from_kubeconfig(sandbox.kubeconfig)
         # Interleaved (every variant and mode once, then again): a slow spell of the shared machine falls
         # on one repeat of several rows, not on every repeat of one; the report takes medians.
@@ -196,6 +200,13 @@ def _parse_args(argv: list[str] | None) -> Settings:
         choices=list(SHAPES),
         help="the pods' placement rules (bench.pods.SHAPES; default plain, as make bench runs)",
     )
+    parser.add_argument(
+        "--sandbox-nice",
+        type=int,
+        default=0,
+        help="run the sandbox's processes (API server, etcd, kwok, Prometheus) at this niceness, the "
+        "schedulers at 0: on cores they share, 10 stands for schedulers on cores of their own (default 0)",
+    )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument(
         "--merge",
@@ -232,6 +243,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         big_bursts=tuple(int(n) for n in args.big_burst.split(",") if n),
         profile=args.profile,
         shape=args.shape,
+        sandbox_nice=args.sandbox_nice,
         seed=args.seed,
         workdir=args.workdir,
         merge=args.merge,
@@ -287,6 +299,7 @@ def measure(settings: Settings, argv: list[str] | None) -> dict[str, Any]:
             "refresh": settings.refresh,
             "big_bursts": list(settings.big_bursts),
             "repeats": settings.repeats,
+            "sandbox_nice": settings.sandbox_nice,
             "revision": revision(),
         }
         results["node_counts"].append(entry)

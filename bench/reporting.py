@@ -290,6 +290,7 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
         for run in [*runs, *entry.get("extra_runs", [])]
     )
     lines += [f"Machine 1-minute load average at the start of each run (2 cores, shared): {loads}.", ""]
+    lines += _priorities(entry)
     if entry.get("extra_runs"):
         lines += ["Extra promsched runs (not in the ratios):", ""]
         lines += _table(entry["extra_runs"], [])
@@ -362,6 +363,18 @@ def sanitize(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [sanitize(v) for v in value]
     return value
+
+
+def _priorities(entry: dict[str, Any]) -> list[str]:
+    """The run's priorities where `--sandbox-nice` set them apart."""
+    nice = entry.get("settings", {}).get("sandbox_nice", 0)
+    if not nice:
+        return []
+    return [
+        f"The sandbox's processes (API server, etcd, kwok, Prometheus) ran at nice {nice} and the schedulers "
+        "at 0 (`--sandbox-nice`): where both wanted a core, the OS ran the scheduler first.",
+        "",
+    ]
 
 
 def _shaped(shape: str) -> str:

@@ -1,10 +1,11 @@
 """The benches' sandboxes: a fresh directory with the nodes' load profiles, stopping a sandbox while
-keeping its schedulers' logs and its components' last lines, and the trace benches' sandbox from start
-to stop."""
+keeping its schedulers' logs and its components' last lines, yielding the CPU to the schedulers under
+test, and the trace benches' sandbox from start to stop."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.credentials import Credentials
 from promsched.sandbox import launching
 from promsched.sandbox.control_plane.clusters import Sandbox
+from promsched.sandbox.control_plane.supervising import Supervisor
 from promsched.sandbox.demoing import install_crd
 
 
@@ -30,6 +32,25 @@ def prepare(workdir: Path | None, name: str, nodes: int, profiles: dict[str, Any
     profiles_file = directory / f"{name}-profiles.yaml"
     profiles_file.write_text(yaml.safe_dump({"nodes": profiles}, sort_keys=False))
     return directory, profiles_file
+
+
+def yield_cpu(directory: Path, niceness: int) -> list[str]:
+    """Run every process the sandbox in `directory` has started (each leads a session of its own: the API
+    server, etcd, kwok, Prometheus) at `niceness`, thread by thread, since Linux keeps a niceness per
+    thread and a thread inherits it from the one that starts it. Schedulers started afterwards keep the
+    bench's own, so on shared cores the OS runs them first, as if they had cores of their own. Returns
+    the names of the processes reniced."""
+    leaders = {process.pid: process.name for process in Supervisor(directory).recorded() if process.alive()}
+    reniced = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            if (leader := os.getsid(int(entry.name))) in leaders:
+                for thread in (entry / "task").iterdir():
+                    os.setpriority(os.PRIO_PROCESS, int(thread.name), niceness)
+                reniced.add(leaders[leader])
+    return sorted(reniced)
 
 
 COMPONENT_LOG_BYTES = 1024 * 1024  # the end of each component's log, where a failed start shows why

@@ -131,3 +131,10 @@ def test_the_5000_node_targets_allow_p99_half_again_and_read_the_worse_modes_loo
     lagging = [{**r, "loop_lag_p99_ms": 21.0} if r["mode"] == "rate" else r for r in ours]
     late = {t["target"]: t for t in targets(results(lagging, theirs, nodes=5000))}
     assert late["5000 nodes: promsched's event loop lag, p99 over a run, < 20 ms"]["status"] == "NOT met"
+
+
+def test_a_node_count_run_with_the_sandbox_niced_says_so() -> None:
+    assert reporting._priorities({"settings": {"sandbox_nice": 0}}) == []
+    assert reporting._priorities({}) == []
+    [line, _] = reporting._priorities({"settings": {"sandbox_nice": 10}})
+    assert "ran at nice 10 and the schedulers at 0" in line
