@@ -4,7 +4,7 @@ quantiles as Prometheus's histogram_quantile works them out."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.requestcounts import samples
 
@@ -13,7 +13,9 @@ Buckets = list[tuple[float, float]]
 
 
 def added(before: Buckets, after: Buckets) -> Buckets:
-    """The observations made between two readings of one histogram, per bucket (still cumulative)."""
+    """The observations made between two readings of one histogram, per bucket (still cumulative). One
+    not there at the first (a labelled series appears with its first observation) counts from zero."""
+    before = before or [(upper, 0.0) for upper, _ in after]
     return [(upper, count - earlier) for (upper, count), (_, earlier) in zip(after, before, strict=True)]
 
 
@@ -43,11 +45,13 @@ def histogram_quantile(q: float, buckets: Buckets) -> float:
     return lower + (upper - lower) * (rank - below) / (count - below)
 
 
-def scraped(text: str, metric: str) -> Buckets:
+def scraped(text: str, metric: str, where: Mapping[str, str] | None = None) -> Buckets:
     """`metric`'s cumulative bucket counts on a /metrics page (empty when it has none), every series
-    summed per bound."""
+    (with the labels of `where`, if given) summed per bound."""
     counts: dict[float, float] = {}
     for labels, value in samples(text, f"{metric}_bucket"):
+        if where and any(labels.get(name) != wanted for name, wanted in where.items()):
+            continue
         bound = float(labels["le"])
         counts[bound] = counts.get(bound, 0.0) + value
     return sorted(counts.items())

@@ -40,17 +40,18 @@ import textwrap
 import time
 from typing import Any
 
+from prometheus_client import generate_latest
+
 from bench import commanding
 from bench.decide_micro import bench_policy, build, pod
-from bench.histograms import Buckets, added, bucketed, histogram_quantile, summed
+from bench.histograms import Buckets, added, bucketed, histogram_quantile, scraped, summed
 from bench.quality_measures import percentile
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
 from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
 from promsched.sandbox.control_plane.supervising import free_port, wait_until
-from promsched.scheduling import telemetry
 from promsched.scheduling.cycle.deciding import decide
-from promsched.scheduling.loop_lag_watching import LAG_PROBE_SECONDS, watch_loop_lag
+from promsched.scheduling.loop_lag_watching import LAG_PROBE_SECONDS, record, watch_loop_lag
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime
 
@@ -133,22 +134,16 @@ LAG_QUANTILE = 0.99
 
 
 def lag_buckets() -> Buckets:
-    """`promsched_event_loop_lag_seconds`'s cumulative bucket counts now."""
-    (metric,) = telemetry.event_loop_lag.collect()
-    counts = [
-        (float(sample.labels["le"]), sample.value)
-        for sample in metric.samples
-        if sample.name.endswith("_bucket")
-    ]
-    return sorted(counts)
+    """`promsched_event_loop_lag_seconds`'s cumulative bucket counts now, its series summed."""
+    return scraped(generate_latest().decode(), "promsched_event_loop_lag_seconds")
 
 
 async def _lag_watchers(observed: list[tuple[float, float]], copies: int) -> None:
     """`copies` of the operator's loop-lag watcher, each `LAG_PROBE_SECONDS / copies` after the one
     before, feeding its histogram and `observed` (when each woke, and its lag), until cancelled."""
 
-    def observe(lag: float) -> None:
-        telemetry.event_loop_lag.observe(lag)
+    def observe(lag: float, during_refresh: bool) -> None:
+        record(lag, during_refresh)
         observed.append((time.monotonic(), lag))
 
     async def watcher(offset: float) -> None:

@@ -252,13 +252,20 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
         lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
     lags = [
         f"{run['mode']} {run['pods']} pods: {run['loop_lag_p99_ms']:.1f} ms"
+        + (
+            f" ({refreshing:.1f} ms over {run.get('loop_lag_refresh_observations', 0):.0f})"
+            if finite(refreshing := run.get("loop_lag_refresh_p99_ms"))
+            else ""
+        )
         for run in [*runs, *entry.get("extra_runs", [])]
         if run["variant"] == "promsched" and finite(run.get("loop_lag_p99_ms"))
     ]
     if lags:
         lines += [
             "promsched's event loop lag over the run, p99 of `promsched_event_loop_lag_seconds` as "
-            f"histogram_quantile reads it (issue 43: under 20 ms during a refresh): {'; '.join(lags)}.",
+            "histogram_quantile reads it, and in brackets that of the observations made while a metrics "
+            "refresh ran, over how many there were (issue 43: under 20 ms during a refresh): "
+            f"{'; '.join(lags)}.",
             "",
         ]
     bindings = [

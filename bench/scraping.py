@@ -55,9 +55,16 @@ def promsched_timings(url: str | None) -> dict[str, float]:
     return found
 
 
-def loop_lag(url: str | None) -> Buckets:
-    """promsched's `promsched_event_loop_lag_seconds` buckets now (none without a /metrics)."""
-    return scraped(metrics_text(url), "promsched_event_loop_lag_seconds") if url is not None else []
+LOOP_LAG = "promsched_event_loop_lag_seconds"
+
+
+def loop_lag(url: str | None) -> tuple[Buckets, Buckets]:
+    """promsched's `promsched_event_loop_lag_seconds` buckets now: all of them, and those observed while a
+    metrics refresh ran (none without a /metrics)."""
+    if url is None:
+        return [], []
+    text = metrics_text(url)
+    return scraped(text, LOOP_LAG), scraped(text, LOOP_LAG, {"during_refresh": "true"})
 
 
 def dropped_writes(url: str | None) -> dict[str, float]:

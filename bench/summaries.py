@@ -37,6 +37,7 @@ FIGURES = (
     "decide_ms_mean",
     "bind_ms_mean",
     "loop_lag_p99_ms",
+    "loop_lag_refresh_p99_ms",
     "spread.cpu_std",
     "spread.cpu_max",
     "spread.memory_std",

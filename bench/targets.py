@@ -119,14 +119,18 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _loop_lag_target(results: dict[str, Any]) -> dict[str, Any]:
-    """promsched's event loop lag (p99 over a run) at `LOOP_LAG_TARGET_NODES`, the larger of its two
-    modes' medians, under `LOOP_LAG_TARGET_MS`."""
+    """promsched's event loop lag while its metrics refreshes ran (p99 over a run, as the issue puts it:
+    "during a metrics refresh") at `LOOP_LAG_TARGET_NODES`, the larger of its two modes' medians, under
+    `LOOP_LAG_TARGET_MS`."""
     nodes = LOOP_LAG_TARGET_NODES
-    name = f"{nodes} nodes: promsched's event loop lag, p99 over a run, < {LOOP_LAG_TARGET_MS:g} ms"
+    name = (
+        f"{nodes} nodes: promsched's event loop lag during metrics refreshes, p99 over a run, "
+        f"< {LOOP_LAG_TARGET_MS:g} ms"
+    )
     medians = [
-        (mode, ours["loop_lag_p99_ms"])
+        (mode, ours["loop_lag_refresh_p99_ms"])
         for mode in ("rate", "burst")
-        if (ours := find(results, nodes, "promsched", mode)) and finite(ours.get("loop_lag_p99_ms"))
+        if (ours := find(results, nodes, "promsched", mode)) and finite(ours.get("loop_lag_refresh_p99_ms"))
     ]
     if not medians:
         return target(name, "-", None)

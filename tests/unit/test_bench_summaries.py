@@ -114,11 +114,18 @@ def test_a_target_missed_on_medians_is_reported_not_met() -> None:
     assert cpu["status"] == "NOT met"  # 7 ms vs 6 ms
 
 
-def test_the_5000_node_targets_allow_p99_half_again_and_read_the_worse_modes_loop_lag() -> None:
-    # p99 = 10 x throughput: 60 pods/s gives 600 ms against 500 (x1.2, within 1.5x).
+def test_the_5000_node_targets_allow_p99_half_again_and_read_the_worse_modes_loop_lag_in_refreshes() -> None:
+    # p99 = 10 x throughput: 60 pods/s gives 600 ms against 500 (x1.2, within 1.5x). The lag over the
+    # whole run (90 ms) is not the target's: that is the lag while refreshes ran.
     ours = [
-        *(run("promsched", "rate", 60, 0.5, loop_lag_p99_ms=lag) for lag in (12.0, 15.0, 40.0)),
-        *(run("promsched", "burst", 60, 0.5, loop_lag_p99_ms=lag) for lag in (19.0, 25.0, 18.0)),
+        *(
+            run("promsched", "rate", 60, 0.5, loop_lag_refresh_p99_ms=lag, loop_lag_p99_ms=90.0)
+            for lag in (12.0, 15.0, 40.0)
+        ),
+        *(
+            run("promsched", "burst", 60, 0.5, loop_lag_refresh_p99_ms=lag, loop_lag_p99_ms=90.0)
+            for lag in (19.0, 25.0, 18.0)
+        ),
     ]
     theirs = [run("ks-raised", mode, 50, 0.5) for mode in ("rate", "burst")]
 
@@ -126,11 +133,12 @@ def test_the_5000_node_targets_allow_p99_half_again_and_read_the_worse_modes_loo
 
     p99 = found["5000 nodes: p99 creation-to-bind at 50 pods/s <= 1.5x kube-scheduler (QPS 1000/2000)'s"]
     assert p99["status"] == "met"
-    lag = found["5000 nodes: promsched's event loop lag, p99 over a run, < 20 ms"]
+    lag = found["5000 nodes: promsched's event loop lag during metrics refreshes, p99 over a run, < 20 ms"]
     assert (lag["status"], lag["value"]) == ("met", "19.0 ms (burst, median)")
-    lagging = [{**r, "loop_lag_p99_ms": 21.0} if r["mode"] == "rate" else r for r in ours]
+    lagging = [{**r, "loop_lag_refresh_p99_ms": 21.0} if r["mode"] == "rate" else r for r in ours]
     late = {t["target"]: t for t in targets(results(lagging, theirs, nodes=5000))}
-    assert late["5000 nodes: promsched's event loop lag, p99 over a run, < 20 ms"]["status"] == "NOT met"
+    missed = late["5000 nodes: promsched's event loop lag during metrics refreshes, p99 over a run, < 20 ms"]
+    assert missed["status"] == "NOT met"
 
 
 def test_a_node_count_run_with_the_sandbox_niced_says_so() -> None:

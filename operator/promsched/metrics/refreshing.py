@@ -49,6 +49,12 @@ class RefreshObserver:
     def snapshot_taken(self, snapshot: Snapshot) -> None:
         """After each refresh (metric age: ``snapshot.age_seconds(plugin, now)``)."""
 
+    def refresh_started(self) -> None:
+        """As a refresh begins its queries; `refresh_ended` follows, whether or not it succeeds."""
+
+    def refresh_ended(self) -> None:
+        """As a refresh ends, its snapshot and scores made or its failure raised."""
+
 
 async def _with_hostnames(
     client: PrometheusClient, directory: NodeDirectory, at: float, observer: RefreshObserver
@@ -257,14 +263,18 @@ class Refresher:
     async def refresh(self) -> Snapshot:
         """Refresh now and return the new snapshot (also what the loop does each interval)."""
         async with self._refresh_lock:
-            directory = self._nodes()
-            snapshot = await take_snapshot(
-                self.plan, self._client, directory, previous=self._latest, observer=self._observer
-            )
-            # Scored off the event loop, so the first pod after a refresh does not score every node on it
-            # (50-125 ms at 5000 nodes, while every other pod waits).
-            self._scores = await off_loop(prescore, snapshot, directory.names)
-            self._latest = snapshot
+            self._observer.refresh_started()
+            try:
+                directory = self._nodes()
+                snapshot = await take_snapshot(
+                    self.plan, self._client, directory, previous=self._latest, observer=self._observer
+                )
+                # Scored off the event loop, so the first pod after a refresh does not score every node on
+                # it (50-125 ms at 5000 nodes, while every other pod waits).
+                self._scores = await off_loop(prescore, snapshot, directory.names)
+                self._latest = snapshot
+            finally:
+                self._observer.refresh_ended()
         self._observer.snapshot_taken(self._latest)
         return self._latest
 

@@ -35,7 +35,7 @@ from promsched.scheduling.filters import DEFAULT_FILTERS
 from promsched.scheduling.filters.volume_binding import plan_for
 from promsched.scheduling.framework import ClusterEvent, Filter
 from promsched.scheduling.intake.following import RESYNC_INTERVAL, Intake
-from promsched.scheduling.loop_lag_watching import watch_loop_lag
+from promsched.scheduling.loop_lag_watching import Refreshes, watch_loop_lag
 from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.policies.decisions import TOP_NODES, decision_record
 from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
@@ -95,6 +95,7 @@ class Scheduler:
         self.leading.set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.next_start = 0  # where the next pod's search over nodes starts (see deciding)
+        self.refreshes = Refreshes()
         self.runtimes = PolicyRuntimes(
             sender,
             self.cache,
@@ -105,6 +106,7 @@ class Scheduler:
             refresher_factory=refresher_factory,
             run_task=self.supervisor.start,  # each policy's refresh loop is a supervised task
             namespaces=namespaces,
+            refreshes=self.refreshes,
         )
         self.intake = Intake(
             sender,
@@ -247,7 +249,7 @@ class Scheduler:
             self.supervisor.start("status-writer", self._write_statuses),
             self.supervisor.start("kube-scheduler-check", self._check_kube_scheduler),
             self.supervisor.start("rebalancer", self.rebalancer.run),
-            self.supervisor.start("loop-lag-watch", watch_loop_lag),
+            self.supervisor.start("loop-lag-watch", lambda: watch_loop_lag(refreshes=self.refreshes)),
         ]
         try:
             await self.intake.start(self.supervisor.start)

@@ -25,7 +25,9 @@ e2e_latency = Histogram(
 )
 event_loop_lag = Histogram(
     "promsched_event_loop_lag_seconds",
-    "How much later than asked the event loop woke a task: the stalls every pod waits behind.",
+    "How much later than asked the event loop woke a task: the stalls every pod waits behind; "
+    "during_refresh says whether a metrics refresh ran meanwhile.",
+    ["during_refresh"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 pending_pods = Gauge("promsched_pending_pods", "Pods in the scheduling queue by sub-queue.", ["queue"])

@@ -355,3 +355,38 @@ async def test_a_query_answered_with_warnings_is_told_to_the_observer(
         snapshot = await take_snapshot(plan, client, NODES, observer=Warned())
     assert warned == [("cpu", ("partial response: a store did not answer",))]
     assert snapshot.plugins["cpu"].report.warnings == ("partial response: a store did not answer",)
+
+
+async def test_the_observer_is_told_when_each_refresh_starts_and_ends_failed_or_not(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"})
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10}})
+    told: list[str] = []
+
+    class Told(RefreshObserver):
+        def refresh_started(self) -> None:
+            told.append("started")
+
+        def query_finished(self, plugin: str, seconds: float, error: PrometheusError | None) -> None:
+            told.append(plugin)
+
+        def refresh_ended(self) -> None:
+            told.append("ended")
+
+    failing = True
+
+    def nodes() -> NodeDirectory:
+        if failing:
+            raise RuntimeError("node index not ready")
+        return NODES
+
+    refresher = Refresher(plan, prometheus.endpoint(), nodes, observer=Told())
+    try:
+        with pytest.raises(RuntimeError):
+            await refresher.refresh()
+        failing = False
+        await refresher.refresh()
+    finally:
+        await refresher.stop()
+    assert told == ["started", "ended", "started", "cpu", "ended"]

@@ -13,6 +13,7 @@ from promsched.metrics.scoring import ScoreMemo, prescore
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Board
+from promsched.scheduling.loop_lag_watching import Refreshes
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import (
     SHADOWED_KEPT,
@@ -116,3 +117,17 @@ def test_a_warned_query_is_counted_per_policy_and_plugin() -> None:
     before = REGISTRY.get_sample_value("promsched_prometheus_query_warnings_total", labels) or 0.0
     observer.query_warned("cpu", ("partial response",))
     assert REGISTRY.get_sample_value("promsched_prometheus_query_warnings_total", labels) == before + 1
+
+
+def test_every_policys_refreshes_are_counted_for_the_loop_lag_watcher() -> None:
+    refreshes = Refreshes()
+    runtimes = PolicyRuntimes(
+        FakeSender(), ClusterCache(), spawn=lambda _: None, on_snapshot=lambda **_: None, refreshes=refreshes
+    )
+    one, other = (
+        _PolicyObserver(runtimes, PolicyRuntime(name, "", PolicyStatus(history=10))) for name in "ab"
+    )
+    one.refresh_started()
+    other.refresh_started()
+    one.refresh_ended()
+    assert (refreshes.started, refreshes.finished) == (2, 1)

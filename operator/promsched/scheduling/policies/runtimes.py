@@ -39,6 +39,7 @@ from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Boards
 from promsched.scheduling.cycle.herding import herd_memory_seconds
 from promsched.scheduling.cycle.memos import DecisionMemo
+from promsched.scheduling.loop_lag_watching import Refreshes
 from promsched.scheduling.objects.pods import DEFAULT_SCHEDULER_NAME, PodInfo
 from promsched.scheduling.policies.kube_scheduler_checking import KubeSchedulerCheck
 from promsched.scheduling.policies.recording import PolicyStatus, condition
@@ -201,6 +202,12 @@ class _PolicyObserver(RefreshObserver):
     def query_warned(self, plugin: str, warnings: tuple[str, ...]) -> None:
         telemetry.query_warnings.labels(self.runtime.name, plugin).inc()
 
+    def refresh_started(self) -> None:
+        self.runtimes.refreshes.started += 1
+
+    def refresh_ended(self) -> None:
+        self.runtimes.refreshes.finished += 1
+
     def snapshot_taken(self, snapshot: Snapshot) -> None:
         for plugin in snapshot.plugins:
             age = snapshot.age_seconds(plugin, time.time())
@@ -227,9 +234,11 @@ class PolicyRuntimes:
         refresher_factory: RefresherFactory = Refresher,
         run_task: TaskStarter | None = None,
         namespaces: frozenset[str] | None = None,
+        refreshes: Refreshes | None = None,
     ) -> None:
         self.sender = sender
         self.cache = cache
+        self.refreshes = refreshes or Refreshes()  # every policy's, for the loop-lag watcher
         self.spawn = spawn
         self.on_snapshot = on_snapshot  # called with first=True at a policy's first snapshot
         self.read_secret = read_secret
