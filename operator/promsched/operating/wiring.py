@@ -227,9 +227,9 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
 # loop gives up the GIL at every socket call and waits this long to take it back each time. With 5 ms,
 # pods of 6 loopback round trips arriving at 50 pods/s during a refresh waited 76-89 ms at p99, with
 # 0.5 ms 8 ms (bench.refresh_micro, 5000 nodes). A real pod makes many more socket calls (TLS, Kopf's
-# watch): in make bench at 5000 nodes and 50 pods/s, 0.5 ms left the loop's lag during refreshes at
-# 18-87 ms p99 and 0.1 ms at 5-20 (interleaved runs). Without a second thread wanting the GIL it changes
-# nothing.
+# watch): in make bench at 5000 nodes and 50 pods/s, interleaved, 0.5 ms left the loop's lag during
+# refreshes at 18-87 ms p99 and 0.1 ms at 5-20, though a later run at 0.1 ms gave 19-89 (the spread of
+# these runs on 2 shared cores). Without a second thread wanting the GIL it changes nothing.
 GIL_SWITCH_SECONDS = 0.0001
 
 
