@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -243,46 +244,33 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
         f"memory util std {base['memory_std']:.2f}, max {base['memory_max']:.1f}.",
         "",
     ]
-    decisions = [
-        f"{run['mode']} {run['pods']} pods: {run['decide_ms_mean']:.1f} ms"
-        for run in [*runs, *entry.get("extra_runs", [])]
-        if run["variant"] == "promsched" and finite(run.get("decide_ms_mean"))
-    ]
-    if decisions:
-        lines += [f"promsched's mean time to filter and score one pod: {'; '.join(decisions)}.", ""]
-    lags = [
-        f"{run['mode']} {run['pods']} pods: {run['loop_lag_p99_ms']:.1f} ms"
-        + (
-            f" ({refreshing:.1f} ms over {run.get('loop_lag_refresh_observations', 0):.0f})"
-            if finite(refreshing := run.get("loop_lag_refresh_p99_ms"))
-            else ""
-        )
-        for run in [*runs, *entry.get("extra_runs", [])]
-        if run["variant"] == "promsched" and finite(run.get("loop_lag_p99_ms"))
-    ]
-    if lags:
-        lines += [
-            "promsched's event loop lag over the run, p99 of `promsched_event_loop_lag_seconds` as "
-            "histogram_quantile reads it, and in brackets that of the observations made while a metrics "
-            "refresh ran, over how many there were (issue 43: under 20 ms during a refresh): "
-            f"{'; '.join(lags)}.",
-            "",
-        ]
-    bindings = [
-        f"{run['mode']} {run['pods']} pods: {run['bind_ms_mean']:.1f} ms"
-        + (f" ({served:.1f} ms)" if finite(served := run.get("apiserver_bind_latency_ms")) else "")
-        for run in [*runs, *entry.get("extra_runs", [])]
-        if run["variant"] == "promsched" and finite(run.get("bind_ms_mean"))
-    ]
-    if bindings:
-        lines += [
-            "promsched's mean binding request, as it timed it (in brackets what the API server took to "
-            "serve one): "
-            f"{'; '.join(bindings)}.",
-            "",
-        ]
+    every_run = [*runs, *entry.get("extra_runs", [])]
+    lines += _per_run(every_run, "promsched's mean time to filter and score one pod", "decide_ms_mean")
+    lines += _per_run(
+        every_run,
+        "promsched's event loop lag over the run, p99 of `promsched_event_loop_lag_seconds` as "
+        "histogram_quantile reads it, and in brackets that of the observations made while a metrics "
+        "refresh ran, over how many there were (issue 43: under 20 ms during a refresh)",
+        "loop_lag_p99_ms",
+        lambda run: (
+            f"{run['loop_lag_refresh_p99_ms']:.1f} ms over {run.get('loop_lag_refresh_observations', 0):.0f}"
+            if finite(run.get("loop_lag_refresh_p99_ms"))
+            else None
+        ),
+    )
+    lines += _per_run(
+        every_run,
+        "promsched's mean binding request, as it timed it (in brackets what the API server took to "
+        "serve one)",
+        "bind_ms_mean",
+        lambda run: (
+            f"{run['apiserver_bind_latency_ms']:.1f} ms"
+            if finite(run.get("apiserver_bind_latency_ms"))
+            else None
+        ),
+    )
     lines += _writes_per_pod(rows(runs))
-    for run in [*runs, *entry.get("extra_runs", [])]:
+    for run in every_run:
         restarts = run.get("watch_restarts", [])
         if restarts or run.get("late_binds") or run["bound"] < run["pods"]:
             lines += [
@@ -293,8 +281,7 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
                 "",
             ]
     loads = ", ".join(
-        f"{run['variant']}/{run['mode']} {run.get('load_average_1m', math.nan):.1f}"
-        for run in [*runs, *entry.get("extra_runs", [])]
+        f"{run['variant']}/{run['mode']} {run.get('load_average_1m', math.nan):.1f}" for run in every_run
     )
     lines += [f"Machine 1-minute load average at the start of each run (2 cores, shared): {loads}.", ""]
     lines += _priorities(entry)
@@ -370,6 +357,23 @@ def sanitize(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [sanitize(v) for v in value]
     return value
+
+
+def _per_run(
+    runs: list[dict[str, Any]],
+    what: str,
+    key: str,
+    bracketed: Callable[[dict[str, Any]], str | None] = lambda _run: None,
+) -> list[str]:
+    """One paragraph of `what` per promsched run that measured `key` (in ms), each with what `bracketed`
+    adds in brackets; none when no run did."""
+    figures = [
+        f"{run['mode']} {run['pods']} pods: {run[key]:.1f} ms"
+        + (f" ({extra})" if (extra := bracketed(run)) is not None else "")
+        for run in runs
+        if run["variant"] == "promsched" and finite(run.get(key))
+    ]
+    return [f"{what}: {'; '.join(figures)}.", ""] if figures else []
 
 
 def _priorities(entry: dict[str, Any]) -> list[str]:

@@ -14,7 +14,7 @@ QUERY_TARGET = 0.05
 # Issue 21: peak RSS at most 150 MB with 5000 pods and 200 MB with 10,000, on 1000 nodes. Issue 43, against
 # kube-scheduler with QPS raised: at 1000 nodes CPU per pod at most its own in bursts and at the rate,
 # burst throughput at least its own, p99 at the rate at most its own; at 5000 nodes p99 at most 1.5x, and
-# the event loop's lag (p99 over a run, a refresh in it) under 20 ms.
+# the event loop's lag during metrics refreshes (p99 over a run) under 20 ms.
 RSS_TARGETS = ((5000, 150.0), (10000, 200.0))
 RSS_TARGET_NODES = 1000
 CPU_TARGET_RATIO = 1.0
