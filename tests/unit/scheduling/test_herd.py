@@ -114,6 +114,50 @@ def test_adjustments_follow_deleted_pods_and_nodes_within_one_snapshot(
     assert herd_adjustments(cache, taken, ["n1", "n2"]) == {}
 
 
+def succeeded(memo: DecisionMemo, snapshot: Snapshot) -> DecisionMemo:
+    return memo.succeeded_by(snapshot, memo.scores)
+
+
+def test_the_next_snapshots_loads_are_those_worked_out_afresh(cache: ClusterCache, clock: Clock) -> None:
+    cache.upsert_node(node("n3"))
+    placed(cache, clock, "old", READ_AT - METRIC_LAG_SECONDS - 50, "n3")  # 10 s of the 1m rate unseen
+    placed(cache, clock, "a", READ_AT - METRIC_LAG_SECONDS - 15)
+    placed(cache, clock, "b", READ_AT + 1, "n2")
+    first = DecisionMemo(snapshot())
+    assert set(herd_adjustments(cache, first, ["n1", "n2", "n3"])) == {"n1", "n2", "n3"}
+    # Read 20 s later: n3's placement is shown in full by then, n1's and n2's in part.
+    later = snapshot(READ_AT + 20)
+    following = succeeded(first, later)
+    placed(cache, clock, "c", READ_AT + 21, "n3")  # placed since: worked out too
+    expected = herd_adjustments(cache, DecisionMemo(later), ["n1", "n2", "n3"])
+    assert set(expected) == {"n1", "n2", "n3"}
+    assert herd_adjustments(cache, following, ["n1", "n2", "n3"]) == expected
+
+
+def test_the_next_snapshot_works_out_only_the_nodes_with_recent_placements(
+    cache: ClusterCache, clock: Clock
+) -> None:
+    placed(cache, clock, "a", READ_AT + 1)
+    first = DecisionMemo(snapshot())
+    herd_adjustments(cache, first, ["n1", "n2"])
+    following = succeeded(first, snapshot(READ_AT + 20))
+    assert following.herd.pending == {"n1"}
+    assert following.herd.version == first.herd.version
+    assert herd_adjustments(cache, following, ["n1", "n2"]) == {"n1": {"cpu": 25.0, "memory": 25.0}}
+
+
+def test_windows_reaching_further_back_start_over(cache: ClusterCache, clock: Clock) -> None:
+    placed(cache, clock, "a", READ_AT - METRIC_LAG_SECONDS - 90)  # shown in full by a 1m rate
+    first = DecisionMemo(snapshot())
+    assert herd_adjustments(cache, first, ["n1"]) == {}
+    wider = snapshot(READ_AT + 1, cpu_range="5m")  # a changed plan: a 5m rate shows it in part
+    following = succeeded(first, wider)
+    assert following.herd.version == (0, 0)
+    expected = herd_adjustments(cache, DecisionMemo(wider), ["n1"])
+    assert set(expected) == {"n1"}
+    assert herd_adjustments(cache, following, ["n1"]) == expected
+
+
 def test_a_pod_found_long_running_adds_nothing(cache: ClusterCache) -> None:
     started = READ_AT - 3600
     cache.observe_pod(pod_info("old", node_name="n1", started_at=started, phase="Running"))

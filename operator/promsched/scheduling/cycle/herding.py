@@ -92,7 +92,8 @@ class HerdLoads:
     metrics were read.
 
     Per snapshot it is worked out once per node, and again for the nodes whose placements or object
-    changed since, so a pod's cycle costs what changed since the previous one.
+    changed since, so a pod's cycle costs what changed since the previous one. The next snapshot's
+    (`succeeded_by`) works out only the nodes with a placement recent enough to count, and those changed.
     """
 
     snapshot: Snapshot
@@ -101,6 +102,21 @@ class HerdLoads:
     # change counts `version` (a load is a share of the node's allocatable)
     loads: dict[str, dict[str, float]] = field(default_factory=dict)
     version: tuple[int, int] = (0, 0)
+    # The nodes with a placement after the earliest window's horizon, as of `version`: all that may have
+    # a load, whatever the estimates.
+    recent: set[str] = field(default_factory=set)
+    # Nodes to work out at the next update besides those changed since `version`.
+    pending: set[str] = field(default_factory=set)
+
+    def succeeded_by(self, snapshot: Snapshot) -> HerdLoads:
+        """The loads of `snapshot`, the next one, to be worked out from these: the nodes without a
+        placement recent enough to count here have none there either, since its values were read no
+        earlier. At 5000 nodes that spares the first pod on each snapshot a walk of every node. Windows
+        that reach back further (a changed plan) start over."""
+        windows = herd_windows(snapshot)
+        if self.windows is None or not _no_earlier(windows, self.windows):
+            return HerdLoads(snapshot, windows)
+        return HerdLoads(snapshot, windows, version=self.version, pending=set(self.recent))
 
     def following(
         self, cache: ClusterCache, estimates_for: Callable[[ClusterCache], Estimates]
@@ -110,20 +126,33 @@ class HerdLoads:
         if windows is None:
             windows = self.windows = herd_windows(self.snapshot)
         version = (cache.placement_changes.count, cache.node_changes.count)
-        if not windows or self.version == version:
+        if not windows or (self.version == version and not self.pending):
             return self.loads
-        known = self.loads
+        known, recent = self.loads, self.recent
         horizon = min(window.horizon for window in windows)
         changed = set(cache.placement_changes.since(self.version[0]))
         changed.update(cache.node_changes.since(self.version[1]))
+        changed.update(self.pending)
+        self.pending = set()
         for node in changed:
             placements = cache.placements.get(node)
             load = None
             if placements and placements[-1].at > horizon:
+                recent.add(node)
                 load = _unseen_load(cache, node, windows, estimates_for(cache))
+            else:
+                recent.discard(node)
             if load:
                 known[node] = load
             else:
                 known.pop(node, None)
         self.version = version
         return known
+
+
+def _no_earlier(windows: tuple[HerdWindow, ...], before: tuple[HerdWindow, ...]) -> bool:
+    """Whether `windows` are the same plugins' as `before`, none reaching back further."""
+    return len(windows) == len(before) and all(
+        window.plugin == old.plugin and window.horizon >= old.horizon
+        for window, old in zip(windows, before, strict=True)
+    )

@@ -35,6 +35,13 @@ class DecisionMemo:
     def __post_init__(self) -> None:
         self.herd = HerdLoads(self.snapshot)
 
+    def succeeded_by(self, snapshot: Snapshot, scores: ScoreMemo) -> DecisionMemo:
+        """The memo of `snapshot`, the next one, its nodes scored in `scores`: the boards and the herd
+        loads carried over (the filters' verdicts hold; what reads metrics is redone)."""
+        memo = DecisionMemo(snapshot, scores, boards=self.boards.following(self.scores.scored))
+        memo.herd = self.herd.succeeded_by(snapshot)
+        return memo
+
     def herd_loads(self, cache: ClusterCache) -> Mapping[str, dict[str, float]]:
         """`herding.HerdLoads.following` the cache, with this snapshot's estimates."""
         return self.herd.following(cache, self.estimates_for)

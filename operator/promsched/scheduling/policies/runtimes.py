@@ -36,7 +36,6 @@ from promsched.metrics.scoring import ScoreMemo
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling import telemetry
 from promsched.scheduling.cluster.caches import ClusterCache
-from promsched.scheduling.cycle.boards import Boards
 from promsched.scheduling.cycle.herding import herd_memory_seconds
 from promsched.scheduling.cycle.memos import DecisionMemo
 from promsched.scheduling.loop_lag_watching import Refreshes
@@ -87,13 +86,13 @@ class PolicyRuntime:
 
     def memo_for(self, snapshot: Snapshot) -> DecisionMemo:
         """What decisions on `snapshot` work out once; a new snapshot starts a new memo, which takes over
-        the boards (their filter verdicts hold; their scores are redone for the new snapshot)."""
+        from the last (`DecisionMemo.succeeded_by`)."""
         if self.memo is None or self.memo.snapshot is not snapshot:
             scores = self.refresher.scores_for(snapshot) if self.refresher is not None else ScoreMemo()
-            boards = (
-                self.memo.boards.following(self.memo.scores.scored) if self.memo is not None else Boards()
-            )
-            self.memo = DecisionMemo(snapshot, scores, boards=boards)
+            if self.memo is None:
+                self.memo = DecisionMemo(snapshot, scores)
+            else:
+                self.memo = self.memo.succeeded_by(snapshot, scores)
         return self.memo
 
     @property
