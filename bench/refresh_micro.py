@@ -48,6 +48,7 @@ from bench.histograms import Buckets, added, bucketed, histogram_quantile, scrap
 from bench.quality_measures import percentile
 from promsched.api.policies import parse_spec
 from promsched.metrics import NodeDirectory, PrometheusEndpoint, Refresher, plan_from_policy
+from promsched.metrics.offloading import new_event_loop
 from promsched.operating.wiring import FULL_COLLECTION_EVERY, GIL_SWITCH_SECONDS, settle_collector
 from promsched.sandbox.control_plane.supervising import free_port, wait_until
 from promsched.scheduling.cycle.deciding import decide
@@ -245,10 +246,12 @@ def measure(
     full_every: int = FULL_COLLECTION_EVERY,
     switch_interval: float = GIL_SWITCH_SECONDS,
     watchers: int = LAG_WATCHERS,
+    operator_loop: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per refresh after the first, against a stand-in Prometheus answering for `nodes` nodes;
     full garbage collections once per `full_every` middle-generation ones, the GIL handed over after
-    `switch_interval` seconds, `watchers` copies of the loop-lag watcher."""
+    `switch_interval` seconds, `watchers` copies of the loop-lag watcher; on the operator's event loop
+    (the metrics worker's work paced by it, `offloading.new_event_loop`) or else asyncio's own."""
     port, echo_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port), str(nodes)])
     echo = subprocess.Popen([sys.executable, "-c", _ECHO, str(echo_port)])
@@ -259,7 +262,9 @@ def measure(
 
         wait_until("the stand-in Prometheus and the echo server", ready, 30, interval=0.05)
         url = f"http://127.0.0.1:{port}"
-        return asyncio.run(_measure(nodes, rounds, url, echo_port, full_every, switch_interval, watchers))
+        measuring = _measure(nodes, rounds, url, echo_port, full_every, switch_interval, watchers)
+        with asyncio.Runner(loop_factory=new_event_loop if operator_loop else None) as runner:
+            return runner.run(measuring)
     finally:
         for process in (server, echo):
             process.terminate()
@@ -288,9 +293,21 @@ def main() -> None:
         default=LAG_WATCHERS,
         help=f"copies of the loop-lag watcher, staggered (default {LAG_WATCHERS})",
     )
+    parser.add_argument(
+        "--asyncio-loop",
+        action="store_true",
+        help="asyncio's own event loop, where the metrics worker never pauses (default: the operator's)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
-    rows = measure(args.nodes, args.rounds, args.full_collections_every, args.switch_interval, args.watchers)
+    rows = measure(
+        args.nodes,
+        args.rounds,
+        args.full_collections_every,
+        args.switch_interval,
+        args.watchers,
+        operator_loop=not args.asyncio_loop,
+    )
     for row in rows:
         print(
             f"{args.nodes} nodes, round {row['round']}: the loop waited at most "

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from promsched.metrics.offloading import paced
 from promsched.metrics.samples import QueryResult, Series
 
 
@@ -47,7 +48,7 @@ class Divisors:
     def of(cls, result: QueryResult, split: SplitQuery, asked_at: float) -> Divisors:
         on, carried = split.on, split.carried
         answered = (*result.series, *result.non_finite)  # a NaN divisor gives a NaN to report, as in PromQL
-        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in answered}
+        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in paced(answered)}
         return cls(result.query, MappingProxyType(by_key), asked_at)
 
     def usable(self, split: SplitQuery, at: float, stale_after: float) -> bool:
@@ -68,7 +69,7 @@ def divided(numerator: QueryResult, divisors: Divisors, split: SplitQuery, query
     finite: list[Series] = []
     non_finite: list[Series] = []
     by_key, on, carried = divisors.by_key, split.on, split.carried
-    for series in (*numerator.series, *numerator.non_finite):
+    for series in paced((*numerator.series, *numerator.non_finite)):
         divisor = by_key.get(series.labels.get(on, ""))
         if divisor is None:
             continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import promql
-from promsched.metrics.offloading import off_loop
+from promsched.metrics.offloading import off_loop, paced
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.samples import QueryResult, Series
 
@@ -80,7 +80,7 @@ class NodeDirectory:
         gets neither: its series are reported, not guessed (Prometheus's join refused such a match)."""
         hostnames: dict[str, str] = {}
         ambiguous: set[str] = set()
-        for series in uname.series:
+        for series in paced(uname.series):
             instance, nodename = series.labels.get("instance"), series.labels.get("nodename")
             if instance is None or nodename is None:
                 continue
@@ -177,7 +177,7 @@ def assign_nodes(result: QueryResult, identity: NodeIdentity, directory: NodeDir
     by_node: dict[str, Series] = {}
     duplicates: set[str] = set()
     unmatched: list[str] = []
-    for series in result.series:
+    for series in paced(result.series):
         node = identity.node_of(series.labels, directory)
         if node is None or node not in directory.names:
             unmatched.append(_describe(series, identity, directory))

@@ -32,7 +32,7 @@ from promsched.metrics.errors import (
     PrometheusTimeout,
     PrometheusUnreachable,
 )
-from promsched.metrics.offloading import off_loop
+from promsched.metrics.offloading import off_loop, paced, pause
 from promsched.metrics.samples import QueryResult, Series
 
 logger = logging.getLogger(__name__)
@@ -272,6 +272,7 @@ def _excerpt(body: bytes) -> str:
 
 
 def _vector(status: int, body: bytes, query: str) -> QueryResult:
+    pause()
     return _parse_vector(_decode(status, body, query), query)
 
 
@@ -303,7 +304,7 @@ def _parse_vector(payload: dict[str, Any], query: str) -> QueryResult:
         )
     finite: list[Series] = []
     non_finite: list[Series] = []
-    for item in data["result"]:
+    for item in paced(data["result"]):
         # The decoded label set is kept as it is (JSON keys are strings): its values checked, not copied.
         try:
             timestamp, text = item["value"]

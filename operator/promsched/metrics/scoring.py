@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from promsched.api.policies import OnMissingMetrics
 from promsched.api.statuses import NodeScore, PluginScore
+from promsched.metrics.offloading import paced
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.plugins.interface import clamp_percent
 from promsched.metrics.snapshots import Snapshot
@@ -154,7 +155,7 @@ def prescore(snapshot: Snapshot, nodes: Iterable[str]) -> ScoreMemo:
     """A memo with every node of `nodes` scored without extra load, as of now: pure work on the
     immutable snapshot, so it may run on another thread."""
     memo = ScoreMemo()
-    score_nodes(snapshot, nodes, memo=memo)
+    score_nodes(snapshot, paced(nodes), memo=memo)
     return memo
 
 

@@ -29,6 +29,7 @@ from promsched.kube.credentials import Credentials
 from promsched.kube.requests import LIST_PAGE_SIZE
 from promsched.kube.sending import KubeClient, open_session
 from promsched.kube.throttling import TokenBucket
+from promsched.metrics.offloading import new_event_loop
 from promsched.operating import listening, serving
 from promsched.operating.leasing import LeaseElector
 from promsched.operating.secrets import SecretCache
@@ -350,7 +351,12 @@ def run(options: RunOptions) -> None:
     try:
         # Pods of every namespace are watched even when scheduling is limited to some: their requests
         # occupy the same nodes, and leaving them out would overcommit.
-        kopf.run(standalone=True, clusterwide=True, memo=memo)
+        # On the loop the metrics worker paces its work by (`offloading.new_event_loop`), as kopf.run
+        # would run it otherwise (asyncio.run's set-up and clean-up, a cancellation ending quietly).
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(kopf.operator(standalone=True, clusterwide=True, memo=memo))
+    except asyncio.CancelledError:
+        pass
     except Exception as error:
         # Kopf raises a failed startup handler's error wrapped in an ActivityError it does not export.
         if memo.runtime.failure is None:

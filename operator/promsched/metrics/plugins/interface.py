@@ -18,6 +18,7 @@ from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.dividing import SplitQuery
 from promsched.metrics.identifying import NodeIdentity
+from promsched.metrics.offloading import paced
 from promsched.metrics.samples import Sample, Series
 
 ALL_EQUAL_SCORE = 100.0
@@ -188,7 +189,9 @@ class LoadPlugin(Plugin):
         return Sample(value, sample_time, score=100.0 - load, over_threshold=over, is_load_percent=True)
 
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
-        return {node: self.load_sample(series.value, series.timestamp) for node, series in by_node.items()}
+        return {
+            node: self.load_sample(series.value, series.timestamp) for node, series in paced(by_node.items())
+        }
 
     def with_extra_load(self, sample: Sample, percent: float) -> Sample:
         if not sample.is_load_percent:

@@ -28,6 +28,7 @@ from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
 from promsched.metrics.dividing import SplitQuery
 from promsched.metrics.identifying import NodeIdentity
+from promsched.metrics.offloading import paced
 from promsched.metrics.plugins.interface import NO_LABELS, LoadPlugin, relative_scores
 from promsched.metrics.samples import Sample, Series
 
@@ -118,7 +119,7 @@ class NetworkPlugin(LoadPlugin):
     def samples(self, by_node: Mapping[str, Series]) -> dict[str, Sample]:
         samples: dict[str, Sample] = {}
         unbounded: dict[str, Series] = {}
-        for node, series in by_node.items():
+        for node, series in paced(by_node.items()):
             if series.labels.get(UNIT_LABEL) == PERCENT:
                 samples[node] = self.load_sample(series.value, series.timestamp)
             else:
