@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from promsched.cli import main, parse
+from promsched.metrics import offloading
 from promsched.operating import listening, wiring
 from support.kubeconfigs import kubeconfig, write_kubeconfig
 
@@ -106,6 +107,25 @@ def test_a_failing_startup_handler_stops_kopf_and_run_raises_why(
     with pytest.raises(listening.StartupError) as raised:
         wiring.run(options)
     assert str(raised.value) == "startup failed: the scheduler could not start"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore:coroutine 'authenticator' was never awaited:RuntimeWarning")
+def test_the_operator_runs_on_the_loop_the_metrics_worker_paces_its_work_by(
+    unreachable_cluster: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signalled: list[bool] = []
+
+    async def start(*_args: object) -> None:
+        signalled.append(offloading._LoopWaits.event is not None)
+        raise RuntimeError("started")
+
+    monkeypatch.setattr(offloading._LoopWaits, "event", None)
+    monkeypatch.setattr(wiring, "_start", start)
+    with pytest.raises(listening.StartupError):
+        wiring.run(wiring.RunOptions(kubeconfig=unreachable_cluster, listen="127.0.0.1:0"))
+    assert signalled == [True]
+    assert offloading._LoopWaits.event is None  # closed with its loop
 
 
 def test_the_api_rate_limit_defaults_to_kube_schedulers() -> None:
