@@ -1,5 +1,5 @@
 """The metrics worker's pacing: pauses only on the worker and only under the operator's loop, one per
-`PACE_EVERY` items; the loop's selector says when it waits for I/O."""
+`PACE_EVERY` items, each until the loop waits for I/O, which the loop's selector tells."""
 
 from __future__ import annotations
 
@@ -12,32 +12,33 @@ from collections.abc import Iterator
 import pytest
 
 from promsched.metrics import offloading
+from promsched.metrics.offloading import LoopWaits
+from support.polling import eventually
 
 
-class RecordedWaits(threading.Event):
-    """A loop's waits whose every set, clear and wait is recorded; waiting never blocks."""
+class RecordedWaits(LoopWaits):
+    """A loop's waits whose every change and pause is recorded; pausing never blocks."""
 
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[str] = []
 
-    def set(self) -> None:
-        self.calls.append("set")
-        super().set()
+    def loop_begins_waiting(self) -> None:
+        self.calls.append("begins")
+        super().loop_begins_waiting()
 
-    def clear(self) -> None:
-        self.calls.append("clear")
-        super().clear()
+    def loop_ends_waiting(self) -> None:
+        self.calls.append("ends")
+        super().loop_ends_waiting()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        self.calls.append(f"wait {timeout}")
-        return True
+    def pause(self, seconds: float) -> None:
+        self.calls.append(f"pause {seconds}")
 
 
 @pytest.fixture
 def waits(monkeypatch: pytest.MonkeyPatch) -> RecordedWaits:
     recorded = RecordedWaits()
-    monkeypatch.setattr(offloading._LoopWaits, "event", recorded)
+    monkeypatch.setattr(offloading._Operators, "waits", recorded)
     return recorded
 
 
@@ -50,13 +51,15 @@ def on_worker(items: int) -> list[int]:
     return asyncio.run(walk())
 
 
+PAUSE = f"pause {offloading.MAX_PAUSE_SECONDS}"
+
+
 @pytest.mark.parametrize(
     "items", [0, 1, offloading.PACE_EVERY, offloading.PACE_EVERY + 1, 3 * offloading.PACE_EVERY]
 )
 def test_the_worker_pauses_before_every_pace_of_items(waits: RecordedWaits, items: int) -> None:
     assert on_worker(items) == list(range(items))
-    pauses = -(-items // offloading.PACE_EVERY)
-    assert waits.calls == [f"wait {offloading.MAX_PAUSE_SECONDS}"] * pauses
+    assert waits.calls == [PAUSE] * -(-items // offloading.PACE_EVERY)
 
 
 def test_other_threads_never_pause(waits: RecordedWaits) -> None:
@@ -71,13 +74,41 @@ def test_the_worker_pauses_before_one_long_step(waits: RecordedWaits) -> None:
         await offloading.off_loop(offloading.pause)
 
     asyncio.run(step())
-    assert waits.calls == [f"wait {offloading.MAX_PAUSE_SECONDS}"]
+    assert waits.calls == [PAUSE]
 
 
 def test_under_another_loop_nothing_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(offloading._LoopWaits, "event", None)
+    monkeypatch.setattr(offloading._Operators, "waits", None)
     items = 3 * offloading.PACE_EVERY
     assert on_worker(items) == list(range(items))
+
+
+def paused_in_thread(waits: LoopWaits) -> threading.Thread:
+    """A thread pausing (for a minute at most) in `waits`, once it is paused."""
+    pausing = threading.Thread(target=waits.pause, args=(60.0,), daemon=True)
+    pausing.start()
+    eventually(lambda: waits.worker_paused, bool, timeout=30, what="the thread pauses")
+    return pausing
+
+
+def test_a_pause_ends_when_the_loop_begins_to_wait() -> None:
+    waits = LoopWaits()
+    for _ in range(2):  # and again: the wake-up is ready for the next pause
+        pausing = paused_in_thread(waits)
+        waits.loop_begins_waiting()
+        pausing.join(timeout=30)
+        assert not pausing.is_alive()
+        assert not waits.worker_paused
+        waits.loop_ends_waiting()
+
+
+def test_no_pause_while_the_loop_waits() -> None:
+    waits = LoopWaits()
+    waits.loop_begins_waiting()
+    pausing = threading.Thread(target=waits.pause, args=(60.0,), daemon=True)
+    pausing.start()
+    pausing.join(timeout=30)
+    assert not pausing.is_alive()
 
 
 @pytest.fixture
@@ -100,25 +131,30 @@ def test_the_loops_selector_says_when_it_waits(ready_socket: socket.socket) -> N
         assert recorded.calls == []
         assert len(selector.select(1.0)) == 1
         assert len(selector.select(None)) == 1
-        assert recorded.calls == ["set", "clear", "set", "clear"]
-        assert not recorded.is_set()
+        assert recorded.calls == ["begins", "ends", "begins", "ends"]
+        assert not recorded.loop_waits
     finally:
         selector.close()
 
 
-def test_the_operators_loop_signals_its_waits_until_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(offloading._LoopWaits, "event", None)
+def test_the_operators_loop_tells_its_waits_until_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offloading._Operators, "waits", None)
     loop = offloading.new_event_loop()
     try:
-        waits = offloading._LoopWaits.event
+        waits = offloading._Operators.waits
         assert waits is not None
         woke_from_wait: list[bool] = []
-        loop.call_later(0.001, lambda: woke_from_wait.append(not waits.is_set()))
+        loop.call_later(0.001, lambda: woke_from_wait.append(not waits.loop_waits))
         loop.run_until_complete(asyncio.sleep(0.002))
         assert woke_from_wait == [True]
+        # A paused worker is woken by the loop's next wait.
+        pausing = paused_in_thread(waits)
+        loop.run_until_complete(asyncio.sleep(0.001))
+        pausing.join(timeout=30)
+        assert not pausing.is_alive()
         items = 3 * offloading.PACE_EVERY
         walked = loop.run_until_complete(offloading.off_loop(lambda: list(offloading.paced(range(items)))))
         assert walked == list(range(items))
     finally:
         loop.close()
-    assert offloading._LoopWaits.event is None
+    assert offloading._Operators.waits is None

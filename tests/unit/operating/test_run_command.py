@@ -117,15 +117,15 @@ def test_the_operator_runs_on_the_loop_the_metrics_worker_paces_its_work_by(
     signalled: list[bool] = []
 
     async def start(*_args: object) -> None:
-        signalled.append(offloading._LoopWaits.event is not None)
+        signalled.append(offloading._Operators.waits is not None)
         raise RuntimeError("started")
 
-    monkeypatch.setattr(offloading._LoopWaits, "event", None)
+    monkeypatch.setattr(offloading._Operators, "waits", None)
     monkeypatch.setattr(wiring, "_start", start)
     with pytest.raises(listening.StartupError):
         wiring.run(wiring.RunOptions(kubeconfig=unreachable_cluster, listen="127.0.0.1:0"))
     assert signalled == [True]
-    assert offloading._LoopWaits.event is None  # closed with its loop
+    assert offloading._Operators.waits is None  # closed with its loop
 
 
 def test_the_api_rate_limit_defaults_to_kube_schedulers() -> None:
