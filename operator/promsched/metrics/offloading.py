@@ -37,14 +37,7 @@ PACE_EVERY = 256
 # some 1.2 s more at 5000 nodes (about 240 pauses).
 MAX_PAUSE_SECONDS = 0.005
 
-_worker_thread: list[int] = []  # the worker's thread ident, once it started
-
-
-def _mark_worker() -> None:
-    _worker_thread.append(threading.get_ident())
-
-
-_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix=WORKER_NAME, initializer=_mark_worker)
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix=WORKER_NAME)
 
 
 async def off_loop(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -61,7 +54,8 @@ class LoopWaits:
     def __init__(self) -> None:
         self.loop_waits = False
         self.worker_paused = False
-        self._wakeup = threading.Lock()  # held but while the loop wakes a paused worker
+        # Taken by the worker as it pauses, released by the loop to wake it.
+        self._wakeup = threading.Lock()
 
     def loop_begins_waiting(self) -> None:
         self.loop_waits = True
@@ -122,7 +116,8 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 def _pausing() -> LoopWaits | None:
     """What pauses wait on: on the metrics worker under the operator's loop, its waits; else None."""
     waits = _Operators.waits
-    return waits if waits is not None and threading.get_ident() in _worker_thread else None
+    on_worker = threading.current_thread().name.startswith(WORKER_NAME)
+    return waits if waits is not None and on_worker else None
 
 
 def paced(items: Iterable[T]) -> Iterator[T]:
