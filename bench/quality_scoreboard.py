@@ -14,8 +14,8 @@ import math
 import signal
 import statistics
 import subprocess
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,16 @@ def measure_apart(command: Sequence[str], out: Path) -> dict[str, Any]:
     return results
 
 
+def ended_in_turn(futures: Sequence[Future[Any]]) -> Iterator[Future[Any]]:
+    """`futures` as they end; those found ended together in the order given. `as_completed` gives
+    them in a set's order, which put an outage's rows before a seed's that had ended first."""
+    waiting = list(futures)
+    while waiting:
+        done, _ = wait(waiting, return_when=FIRST_COMPLETED)
+        yield from (future for future in waiting if future in done)
+        waiting = [future for future in waiting if future not in done]
+
+
 def scoreboard(
     runs: Sequence[tuple[int, bool]],
     settings: dict[str, Any],
@@ -145,7 +155,7 @@ def scoreboard(
     measured: dict[int, dict[str, Any]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(measure, seed, outage): (seed, outage) for seed, outage in runs}
-        for future in as_completed(futures):
+        for future in ended_in_turn(list(futures)):
             seed, outage = futures[future]
             try:
                 found = future.result()

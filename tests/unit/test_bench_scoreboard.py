@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bench import quality
-from bench.quality_scoreboard import markdown, medians, pooled_estimation, scoreboard, targets
+from bench.quality_scoreboard import ended_in_turn, markdown, medians, pooled_estimation, scoreboard, targets
 
 from promsched.sandbox.control_plane.clusters import SandboxError
 
@@ -93,6 +94,28 @@ def _measured(tmp_path: Path) -> dict[str, Any]:
     # One run at a time: the seeds in turn, then the outage's two runs.
     assert written == [1, 2, 3, 5]
     return results
+
+
+def _ended(result: int) -> Future[int]:
+    future: Future[int] = Future()
+    future.set_result(result)
+    return future
+
+
+def test_runs_that_ended_together_are_taken_in_the_order_given() -> None:
+    futures = [_ended(index) for index in range(40)]
+
+    assert [future.result() for future in ended_in_turn(futures)] == list(range(40))
+
+
+def test_a_run_that_ends_first_is_taken_first() -> None:
+    first: Future[int] = Future()
+    ending = ended_in_turn([first, _ended(2)])
+
+    assert next(ending).result() == 2
+    first.set_result(1)
+    assert next(ending).result() == 1
+    assert list(ending) == []
 
 
 @pytest.fixture(autouse=True)
