@@ -12,6 +12,7 @@ import time
 import pytest
 
 from promsched.metrics import Snapshot, plan_from_policy
+from promsched.metrics.scoring import ScoreMemo
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import BOARDS_KEPT, Board, Search
 from promsched.scheduling.cycle.deciding import Outcome, decide, feasible_nodes_to_find
@@ -135,6 +136,33 @@ def test_a_board_kept_across_pods_decides_as_one_built_afresh_and_as_the_node_lo
     assert memo.boards.kept  # and were read from boards
 
 
+def test_a_search_judges_only_the_due_nodes_it_reaches() -> None:
+    """A new pod spec, then a new snapshot: each decision judges the nodes up to its wanted-th feasible
+    one, and every other node stays due (judged later, by the searches that reach it)."""
+    rng = random.Random(11)
+    now = time.time()
+    cache = ClusterCache()
+    for index in range(400):
+        cache.upsert_node(node(f"n{index}", taints=[TAINT] if index % 10 == 0 else None))
+    total, wanted = len(cache.nodes), feasible_nodes_to_find(len(cache.nodes))
+    memo = DecisionMemo(snapshot(rng, list(cache.nodes), now))
+    start = 0
+    for step in range(2):
+        outcome = decide(pod(f"p{step}"), cache, memo.snapshot, memo=memo, start=start, rng=random.Random(0))
+        [board] = memo.boards.kept.values()
+        searched = (outcome.next_start - start) % total
+        assert wanted <= searched < total
+        window = {(start + offset) % total for offset in range(searched)}
+        assert [position for position in range(total) if board.unscored[position]] == [
+            position for position in range(total) if position not in window and board.passed[position]
+        ], f"step {step}"
+        # The first search left nodes unjudged (their filters due too); the second, starting where the
+        # first stopped, reached them.
+        assert any(board.unjudged) == (step == 0)
+        start = outcome.next_start
+        memo = memo.succeeded_by(snapshot(rng, list(cache.nodes), now), ScoreMemo())
+
+
 def board_of(feasible: str) -> Board:
     """A board over nodes a, b, c... whose feasibility `feasible` spells: 1 feasible, 0 filtered."""
     names = [chr(ord("a") + index) for index in range(len(feasible))]
@@ -149,6 +177,8 @@ def board_of(feasible: str) -> Board:
         results=[None] * len(names),
         reasons=[None if flag == "1" else "full" for flag in feasible],
         counts=(0, 0, 0),
+        unjudged=bytearray(len(names)),
+        unscored=bytearray(len(names)),
     )
 
 

@@ -39,7 +39,7 @@ class ScoredRefresher:
 
 
 def board_with_scores(scored: object) -> Board:
-    return Board(ClusterCache(), scored, [], {}, [], bytearray(), bytearray(), [], [], (0, 0, 0))
+    return Board.unjudged_of(ClusterCache(), scored)
 
 
 def test_a_new_snapshot_starts_its_memo_from_the_refreshers_scores() -> None:
