@@ -133,6 +133,23 @@ def paced(items: Iterable[T]) -> Iterator[T]:
         yield from chunk
 
 
+def let_go(*held: object) -> None:
+    """Let go of `held` on the metrics worker: the dicts among them emptied in paced steps, then all of it
+    dropped once the event loop waits. Freeing a 5000-node snapshot, or its scores, takes 3-5 ms in one
+    go wherever the last reference goes: hand over the last ones (a dict handed over is emptied, so no
+    one else may read it)."""
+    _WORKER.submit(_let_go, list(held))
+
+
+def _let_go(held: list[object]) -> None:
+    for item in held:
+        if isinstance(item, dict):
+            for key in paced(list(item)):
+                del item[key]
+    pause()
+    held.clear()
+
+
 def pause() -> None:
     """The pause `paced` makes, before one long step that cannot be paced (a JSON answer decoded in one
     call)."""

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from promsched.api.policies import OnMissingMetrics
 from promsched.api.statuses import NodeScore, PluginScore
-from promsched.metrics.offloading import paced
+from promsched.metrics.offloading import let_go, paced
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.plugins.interface import clamp_percent
 from promsched.metrics.snapshots import Snapshot
@@ -110,6 +110,13 @@ class ScoreMemo:
             memo = self.scored = _Scored(moment, min(expiries, default=math.inf))
             self.snapshot = snapshot
         return memo
+
+    def let_go(self) -> None:
+        """Free the scores on the metrics worker (`offloading.let_go`), once no decision reads them: looked
+        up after all, a node is scored anew."""
+        scored, self.scored, self.snapshot = self.scored, None, None
+        if scored is not None:
+            let_go(scored.results, scored.adjusted)
 
 
 def score_nodes(

@@ -1,5 +1,6 @@
 """The metrics worker's pacing: pauses only on the worker and only under the operator's loop, one per
-`PACE_EVERY` items, each until the loop waits for I/O, which the loop's selector tells."""
+`PACE_EVERY` items, each until the loop waits for I/O, which the loop's selector tells; and what is let
+go, freed on the worker in paced steps."""
 
 from __future__ import annotations
 
@@ -81,6 +82,27 @@ def test_under_another_loop_nothing_pauses(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(offloading._Operators, "waits", None)
     items = 3 * offloading.PACE_EVERY
     assert on_worker(items) == list(range(items))
+
+
+class Freed:
+    """Says which thread freed it."""
+
+    def __init__(self, threads: list[str]) -> None:
+        self.threads = threads
+
+    def __del__(self) -> None:
+        self.threads.append(threading.current_thread().name)
+
+
+def test_what_is_let_go_is_freed_on_the_worker_a_dict_emptied_in_paces(waits: RecordedWaits) -> None:
+    threads: list[str] = []
+    entries = {index: Freed(threads) for index in range(offloading.PACE_EVERY + 1)}
+    offloading.let_go(entries, Freed(threads))
+    eventually(lambda: len(threads), lambda freed: freed == offloading.PACE_EVERY + 2, timeout=30)
+    assert entries == {}
+    assert all(thread.startswith(offloading.WORKER_NAME) for thread in threads)
+    # A pause before each pace of the dict's entries, and one before the rest is dropped.
+    assert waits.calls == [PAUSE] * 3
 
 
 def paused_in_thread(waits: LoopWaits) -> threading.Thread:

@@ -9,7 +9,7 @@ import time
 from prometheus_client import REGISTRY
 
 from promsched.api.statuses import ConditionType
-from promsched.metrics.scoring import ScoreMemo, prescore
+from promsched.metrics.scoring import ScoreMemo, prescore, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
 from promsched.scheduling.cycle.boards import Board
@@ -24,6 +24,7 @@ from promsched.scheduling.policies.runtimes import (
 )
 from support.fake_apis import FakeSender
 from support.objects import pod
+from support.polling import eventually
 from support.snapshots import cpu_snapshot
 
 
@@ -62,6 +63,31 @@ def test_a_new_snapshot_starts_its_memo_from_the_refreshers_scores() -> None:
     assert dict(later_memo.boards.kept) == {"current": current}
     runtime.refresher = None
     assert runtime.memo_for(snapshot).scores.scored is None
+
+
+def test_a_succeeded_memo_lets_go_of_its_scores_once_its_snapshot_is_not_the_latest() -> None:
+    snapshot = cpu_snapshot({"node-0": 10, "node-1": 20})
+    refresher = ScoredRefresher(snapshot)
+    runtime = PolicyRuntime("p", "", PolicyStatus(history=10), refresher=refresher)  # type: ignore[arg-type]
+    scored = runtime.memo_for(snapshot).scores.scored
+    assert scored is not None
+    assert scored.results
+
+    # A rebalance cycle's older snapshot in between: the latest's scores stay for the next pod.
+    runtime.memo_for(cpu_snapshot({"node-0": 5}))
+    memo = runtime.memo_for(snapshot)
+    assert memo.scores.scored is scored
+    assert scored.results
+
+    # A refresh: the last snapshot's scores are freed on the metrics worker.
+    refresher.latest = cpu_snapshot({"node-0": 30})
+    later_memo = runtime.memo_for(refresher.latest)
+    assert memo.scores.scored is None
+    eventually(lambda: len(scored.results), lambda left: left == 0, timeout=30, what="the scores freed")
+    # The next snapshot's memo is whole: its node scored anew where looked up.
+    assert [
+        result.node for result in score_nodes(later_memo.snapshot, ["node-0"], memo=later_memo.scores)
+    ] == ["node-0"]
 
 
 def runtimes_serving(scheduler_name: str, namespaces: frozenset[str] | None = None) -> PolicyRuntimes:

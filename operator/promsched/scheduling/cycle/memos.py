@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from promsched.metrics.offloading import let_go
 from promsched.metrics.scoring import NodeResult, ScoreMemo, score_nodes
 from promsched.metrics.snapshots import Snapshot
 from promsched.scheduling.cluster.caches import ClusterCache
@@ -41,6 +42,13 @@ class DecisionMemo:
         memo = DecisionMemo(snapshot, scores, boards=self.boards.following(self.scores.scored))
         memo.herd = self.herd.succeeded_by(snapshot)
         return memo
+
+    def let_go(self) -> None:
+        """For a memo succeeded, which no decision reads any more: what it holds freed on the metrics
+        worker while the event loop waits (`offloading.let_go`), not by the first decision on the next
+        snapshot (about 8 ms at 5000 nodes)."""
+        self.scores.let_go()
+        let_go(self)
 
     def herd_loads(self, cache: ClusterCache) -> Mapping[str, dict[str, float]]:
         """`herding.HerdLoads.following` the cache, with this snapshot's estimates."""

@@ -92,7 +92,11 @@ class PolicyRuntime:
             if self.memo is None:
                 self.memo = DecisionMemo(snapshot, scores)
             else:
-                self.memo = self.memo.succeeded_by(snapshot, scores)
+                succeeded, self.memo = self.memo, self.memo.succeeded_by(snapshot, scores)
+                # Not the latest snapshot's (a rebalance cycle decided on an older one): its scores are
+                # the refresher's, for the next pod.
+                if self.refresher is None or self.refresher.latest is not succeeded.snapshot:
+                    succeeded.let_go()
         return self.memo
 
     @property
