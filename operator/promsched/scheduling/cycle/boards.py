@@ -237,8 +237,9 @@ class Boards:
         filters: tuple[Filter, ...],
         incoming: IncomingLoad | None,
     ) -> Board:
-        """The board for pods like `pod`, up to date with the cache and `herd` (the herd loads, up to
-        date with the cache's placements)."""
+        """The board for pods like `pod`, its nodes changed since it was last read (and, under newer
+        scores, every node that passed the filters) due, to be judged as a search reaches them with
+        `herd` (the herd loads, up to date with the cache's placements)."""
         scored = scores.at(snapshot, time.time())
         board = self.kept.get(key)
         changed = None if board is None or board.cache is not cache else _changed(board, cache)

@@ -93,8 +93,8 @@ class PolicyRuntime:
                 self.memo = DecisionMemo(snapshot, scores)
             else:
                 succeeded, self.memo = self.memo, self.memo.succeeded_by(snapshot, scores)
-                # Not the latest snapshot's (a rebalance cycle decided on an older one): its scores are
-                # the refresher's, for the next pod.
+                # Unless its snapshot is still the refresher's latest (a rebalance cycle decided on an
+                # older one in between): its scores are then the refresher's, for the next pod.
                 if self.refresher is None or self.refresher.latest is not succeeded.snapshot:
                     succeeded.let_go()
         return self.memo
