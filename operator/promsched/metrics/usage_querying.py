@@ -23,6 +23,7 @@ from typing import Final
 
 from promsched.metrics import promql
 from promsched.metrics.errors import PrometheusError
+from promsched.metrics.offloading import let_go, off_loop, paced
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.samples import QueryResult
 
@@ -102,8 +103,9 @@ NO_POD_USAGE: Final = PodUsage(ResourceUsage(""), ResourceUsage(""))
 
 
 def _by_pod(result: QueryResult) -> dict[PodKey, float]:
+    # On the metrics worker: a series per pod.
     values = {}
-    for series in result.series:
+    for series in paced(result.series):
         namespace, pod = series.labels.get("namespace"), series.labels.get("pod")
         if namespace and pod:
             values[(namespace, pod)] = series.value
@@ -126,7 +128,9 @@ async def _refresh_resource(
         logger.log(logging.DEBUG if repeated else logging.WARNING, "Pod usage (%s): %s", name, error)
         return dataclasses.replace(previous, error=error)
     finished(name, time.monotonic() - started, None)
-    return ResourceUsage(previous.query, MappingProxyType(_by_pod(result)), at)
+    values = await off_loop(_by_pod, result)
+    let_go(result)
+    return ResourceUsage(previous.query, MappingProxyType(values), at)
 
 
 async def refresh_usage(

@@ -24,6 +24,7 @@ from promsched.metrics import (
     Refresher,
     RefreshObserver,
     Snapshot,
+    identifying,
     offloading,
     plan_from_policy,
     querying,
@@ -33,6 +34,7 @@ from promsched.metrics import (
 )
 from promsched.metrics.identifying import UNAME_QUERY
 from support.fake_prometheus import FakePrometheus, Handler, RecordedRequest
+from support.letting_go import LettingGo
 
 NODES = NodeDirectory.of(["node-0", "node-1"])
 BY_INSTANCE = {"source": "Label", "label": "instance"}
@@ -138,7 +140,7 @@ def with_hostnames(prometheus: FakePrometheus, answer: Handler, hostnames: dict[
 
 
 async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
-    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+    prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
     # Host NODE-1 is node node-1 (the kubelet lowercases); instance ghost:9100 has no node_uname_info.
@@ -146,10 +148,13 @@ async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
     answer = loads(prometheus, {"cpu": per_node, "memory": {"node-0": 30}})
     prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0", "node-1": "NODE-1"})
     recorder = Recorder()
+    letting_go = LettingGo()
+    monkeypatch.setattr(identifying, "let_go", letting_go)
     async with PrometheusClient(prometheus.endpoint()) as client:
         snapshot = await take_snapshot(plan, client, NODES, observer=recorder)
 
     assert Counter(prometheus.queries()) == Counter([*(plugin.query for plugin in plan.plugins), UNAME_QUERY])
+    assert letting_go.queries == [UNAME_QUERY]  # freed on the metrics worker once read
     assert all("node_uname_info" not in plugin.query for plugin in plan.plugins)
     values = {
         name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
@@ -317,6 +322,9 @@ async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thre
     recorded(querying, "_vector")
     recorded(refreshing, "_plugin_snapshot")
     recorded(refreshing, "prescore")
+    # Each plugin's answer is freed there too, once its samples are taken.
+    letting_go = LettingGo()
+    monkeypatch.setattr(refreshing, "let_go", letting_go)
     refresher = Refresher(plan, prometheus.endpoint(), lambda: NODES)
     try:
         snapshot = await refresher.refresh()
@@ -324,6 +332,7 @@ async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thre
         await refresher.stop()
 
     assert set(threads) == {"_vector", "_plugin_snapshot", "prescore"}
+    assert sorted(letting_go.queries) == sorted(plugin.query for plugin in plan.plugins)
     assert {name.rsplit("_", 1)[0] for name in set.union(*threads.values())} == {offloading.WORKER_NAME}
     scores = refresher.scores_for(snapshot)
     assert scores.snapshot is snapshot

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
+import pytest
 from aiohttp import web
 
-from promsched.metrics import NodeDirectory, PrometheusClient, plan_from_policy, take_snapshot
+from promsched.metrics import (
+    NodeDirectory,
+    PrometheusClient,
+    offloading,
+    plan_from_policy,
+    take_snapshot,
+    usage_querying,
+)
 from promsched.metrics.identifying import UNAME_QUERY
+from promsched.metrics.samples import QueryResult
 from promsched.metrics.usage_querying import (
     CPU_USAGE_METRIC,
     MEMORY_USAGE_METRIC,
@@ -15,6 +25,7 @@ from promsched.metrics.usage_querying import (
     memory_usage_query,
 )
 from support.fake_prometheus import FakePrometheus, RecordedRequest
+from support.letting_go import LettingGo
 from support.policies import policy_spec
 
 NODES = NodeDirectory.of([f"node-{index}" for index in range(3)])
@@ -90,3 +101,26 @@ async def test_a_failed_usage_query_keeps_the_last_values(prometheus: FakePromet
     assert second.errors == {}  # the plugins' queries all worked
     # Values older than staleAfter count for nothing.
     assert second.usage.memory.fresh_values(first.taken_at + 1) == {}
+
+
+async def test_the_usage_answers_are_read_and_freed_on_the_metrics_worker(
+    prometheus: FakePrometheus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_from_policy(policy_spec({"name": "cpu"}, estimation=SIBLINGS))
+    pods(prometheus, 0.25)
+    threads: set[str] = set()
+    letting_go = LettingGo()
+    by_pod = usage_querying._by_pod
+
+    def reading(result: QueryResult) -> dict[tuple[str, str], float]:
+        threads.add(threading.current_thread().name)
+        return by_pod(result)
+
+    monkeypatch.setattr(usage_querying, "_by_pod", reading)
+    monkeypatch.setattr(usage_querying, "let_go", letting_go)
+    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
+        snapshot = await take_snapshot(plan, client, NODES)
+
+    assert snapshot.usage.cpu.values == {("ns", "web-0"): 0.25, ("ns", "web-1"): 0.5}
+    assert {thread.rsplit("_", 1)[0] for thread in threads} == {offloading.WORKER_NAME}
+    assert sorted(letting_go.queries) == sorted([cpu_usage_query(120), memory_usage_query()])

@@ -1,0 +1,17 @@
+"""A stand-in for `offloading.let_go` that records which query answers were let go, then lets them go."""
+
+from __future__ import annotations
+
+from promsched.metrics import offloading
+from promsched.metrics.samples import QueryResult
+
+
+class LettingGo:
+    """Patched over a module's `let_go`: `queries` are those of the answers it was handed."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def __call__(self, *held: object) -> None:
+        self.queries.extend(item.query for item in held if isinstance(item, QueryResult))
+        offloading.let_go(*held)
