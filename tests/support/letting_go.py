@@ -7,11 +7,12 @@ from promsched.metrics.samples import QueryResult
 
 
 class LettingGo:
-    """Patched over a module's `let_go`: `queries` are those of the answers it was handed."""
+    """Patched over `offloading.let_go`: `queries` are those of the answers it was handed."""
 
     def __init__(self) -> None:
         self.queries: list[str] = []
+        self._let_go = offloading.let_go
 
     def __call__(self, *held: object) -> None:
         self.queries.extend(item.query for item in held if isinstance(item, QueryResult))
-        offloading.let_go(*held)
+        self._let_go(*held)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import promql
-from promsched.metrics.offloading import let_go, off_loop, paced
+from promsched.metrics.offloading import off_loop_then_let_go, paced
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.samples import QueryResult, Series
 
@@ -95,9 +95,7 @@ async def resolve_hostnames(client: PrometheusClient, directory: NodeDirectory, 
     """`directory` with the hostnames Prometheus's node_uname_info gives at `at`; raises PrometheusError.
     Ask once per refresh (or rebalance cycle) for every plugin that maps through them."""
     uname = await client.query(UNAME_QUERY, at=at)
-    resolved = await off_loop(directory.with_hostnames, uname)
-    let_go(uname)
-    return resolved
+    return await off_loop_then_let_go(directory.with_hostnames, uname)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import selectors
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -133,21 +133,27 @@ def paced(items: Iterable[T]) -> Iterator[T]:
         yield from chunk
 
 
-def let_go(*held: object) -> None:
-    """Let go of `held` on the metrics worker: the dicts among them emptied in paced steps, then all of it
-    dropped once the event loop waits. Freeing a 5000-node snapshot, or its scores, takes 3-5 ms in one
-    go wherever the last reference goes: hand over the last ones (a dict handed over is emptied, so no
-    one else may read it)."""
-    _WORKER.submit(_let_go, list(held))
+def let_go(*held: object, emptied: Iterable[dict[Any, Any]] = ()) -> None:
+    """Let go of `held` on the metrics worker once the event loop waits, after emptying the dicts
+    `emptied` there in paced steps. Freeing a 5000-node snapshot, or its scores, takes 3-5 ms in one go
+    wherever the last reference goes: hand over the last ones (and only dicts no one else reads to empty)."""
+    _WORKER.submit(_let_go, list(held), list(emptied))
 
 
-def _let_go(held: list[object]) -> None:
-    for item in held:
-        if isinstance(item, dict):
-            for key in paced(list(item)):
-                del item[key]
+def _let_go(held: list[object], emptied: list[dict[Any, Any]]) -> None:
+    for entries in emptied:
+        for key in paced(list(entries)):
+            del entries[key]
     pause()
     held.clear()
+
+
+async def off_loop_then_let_go(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`off_loop(work, ...)` for work that is the last use of its arguments (a query's answer, a series
+    per node: 1.3-3.5 ms to free at 5000 nodes): they are let go on the worker after (`let_go`)."""
+    done = await off_loop(work, *args, **kwargs)
+    let_go(*args, *kwargs.values())
+    return done
 
 
 def pause() -> None:

@@ -116,7 +116,7 @@ class ScoreMemo:
         up after all, a node is scored anew."""
         scored, self.scored, self.snapshot = self.scored, None, None
         if scored is not None:
-            let_go(scored.results, scored.adjusted)
+            let_go(emptied=(scored.results, scored.adjusted))
 
 
 def score_nodes(

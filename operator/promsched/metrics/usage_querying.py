@@ -23,7 +23,7 @@ from typing import Final
 
 from promsched.metrics import promql
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.offloading import let_go, off_loop, paced
+from promsched.metrics.offloading import off_loop_then_let_go, paced
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.samples import QueryResult
 
@@ -128,8 +128,7 @@ async def _refresh_resource(
         logger.log(logging.DEBUG if repeated else logging.WARNING, "Pod usage (%s): %s", name, error)
         return dataclasses.replace(previous, error=error)
     finished(name, time.monotonic() - started, None)
-    values = await off_loop(_by_pod, result)
-    let_go(result)
+    values = await off_loop_then_let_go(_by_pod, result)
     return ResourceUsage(previous.query, MappingProxyType(values), at)
 
 

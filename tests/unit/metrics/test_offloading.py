@@ -97,7 +97,7 @@ class Freed:
 def test_what_is_let_go_is_freed_on_the_worker_a_dict_emptied_in_paces(waits: RecordedWaits) -> None:
     threads: list[str] = []
     entries = {index: Freed(threads) for index in range(offloading.PACE_EVERY + 1)}
-    offloading.let_go(entries, Freed(threads))
+    offloading.let_go(Freed(threads), emptied=[entries])
     eventually(lambda: len(threads), lambda freed: freed == offloading.PACE_EVERY + 2, timeout=30)
     assert entries == {}
     assert all(thread.startswith(offloading.WORKER_NAME) for thread in threads)

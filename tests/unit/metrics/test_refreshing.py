@@ -24,7 +24,6 @@ from promsched.metrics import (
     Refresher,
     RefreshObserver,
     Snapshot,
-    identifying,
     offloading,
     plan_from_policy,
     querying,
@@ -149,12 +148,13 @@ async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
     prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0", "node-1": "NODE-1"})
     recorder = Recorder()
     letting_go = LettingGo()
-    monkeypatch.setattr(identifying, "let_go", letting_go)
+    monkeypatch.setattr(offloading, "let_go", letting_go)
     async with PrometheusClient(prometheus.endpoint()) as client:
         snapshot = await take_snapshot(plan, client, NODES, observer=recorder)
 
     assert Counter(prometheus.queries()) == Counter([*(plugin.query for plugin in plan.plugins), UNAME_QUERY])
-    assert letting_go.queries == [UNAME_QUERY]  # freed on the metrics worker once read
+    # Every answer is freed on the metrics worker once read, node_uname_info's too.
+    assert sorted(letting_go.queries) == sorted([*(plugin.query for plugin in plan.plugins), UNAME_QUERY])
     assert all("node_uname_info" not in plugin.query for plugin in plan.plugins)
     values = {
         name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
@@ -324,7 +324,7 @@ async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thre
     recorded(refreshing, "prescore")
     # Each plugin's answer is freed there too, once its samples are taken.
     letting_go = LettingGo()
-    monkeypatch.setattr(refreshing, "let_go", letting_go)
+    monkeypatch.setattr(offloading, "let_go", letting_go)
     refresher = Refresher(plan, prometheus.endpoint(), lambda: NODES)
     try:
         snapshot = await refresher.refresh()

@@ -117,10 +117,13 @@ async def test_the_usage_answers_are_read_and_freed_on_the_metrics_worker(
         return by_pod(result)
 
     monkeypatch.setattr(usage_querying, "_by_pod", reading)
-    monkeypatch.setattr(usage_querying, "let_go", letting_go)
+    monkeypatch.setattr(offloading, "let_go", letting_go)
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
         snapshot = await take_snapshot(plan, client, NODES)
 
     assert snapshot.usage.cpu.values == {("ns", "web-0"): 0.25, ("ns", "web-1"): 0.5}
     assert {thread.rsplit("_", 1)[0] for thread in threads} == {offloading.WORKER_NAME}
-    assert sorted(letting_go.queries) == sorted([cpu_usage_query(120), memory_usage_query()])
+    # The usage answers, beside the plugin's and node_uname_info's.
+    assert sorted(letting_go.queries) == sorted(
+        [*(plugin.query for plugin in plan.plugins), UNAME_QUERY, cpu_usage_query(120), memory_usage_query()]
+    )
