@@ -47,8 +47,9 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the bindings and events sent (the HTTP client)", ("Binder.", "WriteQueue.")),
     ("the bound pods' watch (promsched's own)", ("BoundPods.follow ",)),
     ("promsched's other watches", ("Reflector.follow ",)),
-    ("metrics refreshes", ("(promsched/metrics/",)),
+    # Before the refreshes: the loop's selector (`offloading.new_event_loop`'s) is in promsched/metrics/.
     ("waiting on sockets (epoll)", ("@top:EpollSelector.select ",)),
+    ("metrics refreshes", ("(promsched/metrics/",)),
     (
         "reading and writing sockets (TLS, and HTTP parsing as data arrives)",
         ("(asyncio/sslproto.py)", "(ssl.py)", "_SelectorSocketTransport."),

@@ -42,6 +42,11 @@ def test_each_sample_is_put_in_the_first_part_on_its_stack() -> None:
     ]
     assert part_of(cycle) == part("the scheduling cycle")
     assert part_of(list(EPOLL)) == part("waiting on sockets")
+    # The operator's loop waits in a selector of promsched's own, which wraps epoll's.
+    signalling = "_WaitSignallingSelector.select (promsched/metrics/offloading.py)"
+    assert part_of([*LOOP, signalling, EPOLL[-1]]) == part("waiting on sockets")
+    refresh = [*LOOP, "Refresher.refresh (promsched/metrics/refreshing.py)"]
+    assert part_of(refresh) == part("metrics refreshes")
     tls = [*LOOP, "SSLProtocol._do_read (asyncio/sslproto.py)", "SSLObject.read (ssl.py)"]
     assert part_of(tls) == part("reading and writing sockets")
     # Kopf's `run`, under which every task runs, does not make every sample Kopf's.
