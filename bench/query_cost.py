@@ -2,11 +2,14 @@
 
     python -m bench.query_cost [--nodes 5000] [--repeats 5]
 
-Writes `--history` seconds of the sandbox exporter's node_exporter series for `--nodes` nodes (one every
-2 s), backfills them with promtool into a fresh Prometheus, and asks each of the benchmark policy's
-plugin queries `--repeats` times at the history's end, one at a time. For each it reports the series
-answered, the answer's bytes (JSON, and gzipped as promsched asks), and Prometheus's CPU (its /proc
-stat) and memory allocated (go_memstats_alloc_bytes_total) per query: first as promsched sends them,
+Writes `--history` seconds of the sandbox exporter's node_exporter series for `--nodes` nodes (a sample
+every `--scrape-interval` seconds: 2 by default, as the sandbox scrapes; kube-prometheus-stack scrapes
+node_exporter every 30), backfills them with promtool into a fresh Prometheus, and asks each of the
+benchmark policy's plugin queries `--repeats` times at the history's end, one at a time. For each it
+reports the series answered, the samples Prometheus read to answer (its query stats'
+totalQueryableSamples: what a query costs, whatever else the machine does), the answer's bytes (JSON,
+and gzipped as promsched asks), and Prometheus's CPU (its /proc stat) and memory allocated
+(go_memstats_alloc_bytes_total) per query: first as promsched sends them,
 with node_uname_info asked once per refresh and the network query's link speeds asked apart (`network
 link speeds`: once per staleAfter, every `LINK_SPEEDS_EVERY` refreshes at the policy's settings); the
 network query whole, as it was sent before (`network (whole)`); the plugins as promsched sent them before
@@ -132,10 +135,12 @@ class Prometheus:
             encoded = response.headers.get("Content-Encoding") == "gzip"
         return len(body), len(gzip.decompress(body) if encoded else body)
 
-    def query(self, expression: str, at: float) -> int:
-        data = urllib.parse.urlencode({"query": expression, "time": at}).encode()
+    def query(self, expression: str, at: float) -> tuple[int, int]:
+        """The series answered, and the samples Prometheus read to answer (its query stats)."""
+        data = urllib.parse.urlencode({"query": expression, "time": at, "stats": "all"}).encode()
         with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=300) as response:
-            return len(json.load(response)["data"]["result"])
+            answer = json.load(response)["data"]
+        return len(answer["result"]), int(answer["stats"]["samples"]["totalQueryableSamples"])
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
@@ -171,13 +176,16 @@ def _record_rules(directory: Path, prometheus: Prometheus, since: float, until: 
         block.rename(directory / "data" / block.name)
 
 
-def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, Any]]:
-    """One row per query: series answered, CPU ms and MB allocated per query (mean of `repeats`)."""
+def measure(
+    nodes: int, repeats: int, history: float = 300.0, scrape_seconds: float = SCRAPE_SECONDS
+) -> list[dict[str, Any]]:
+    """One row per query: series answered, samples read, CPU ms and MB allocated per query (mean of
+    `repeats`), over series sampled every `scrape_seconds`."""
     with tempfile.TemporaryDirectory(prefix="promsched-query-cost-") as workdir:
         directory = Path(workdir)
         until = time.time()
         profiles = {f"node-{index}": LoadProfile() for index in range(nodes)}
-        exporting.write_history(profiles, until - history, until, SCRAPE_SECONDS, directory / "history.om")
+        exporting.write_history(profiles, until - history, until, scrape_seconds, directory / "history.om")
         backfill = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
         subprocess.run([*backfill, str(directory / "history.om"), str(directory / "data")], check=True)
         prometheus = Prometheus(directory)
@@ -187,10 +195,10 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
             prometheus.stop()
         prometheus = Prometheus(directory)
         try:
-            at = until - SCRAPE_SECONDS
+            at = until - scrape_seconds
             rows = []
             for name, expression in queries().items():
-                series = prometheus.query(expression, at)  # once first: its blocks paged in
+                series, samples = prometheus.query(expression, at)  # once first: its blocks paged in
                 cpu, allocated = prometheus.cpu_seconds(), prometheus.allocated_bytes()
                 for _ in range(repeats):
                     prometheus.query(expression, at)
@@ -200,6 +208,7 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
                     {
                         "query": name,
                         "series": series,
+                        "samples": samples,
                         "wire_kb": wire / 1e3,
                         "json_kb": decoded / 1e3,
                         "cpu_ms": 1000 * spent / repeats,
@@ -211,7 +220,7 @@ def measure(nodes: int, repeats: int, history: float = 300.0) -> list[dict[str, 
             prometheus.stop()
 
 
-TOTALLED = ("queries", "series", "wire_kb", "json_kb", "cpu_ms", "allocated_mb")
+TOTALLED = ("queries", "series", "samples", "wire_kb", "json_kb", "cpu_ms", "allocated_mb")
 
 
 def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -244,18 +253,25 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--history", type=float, default=300.0, help="seconds of node series (default 300)")
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=SCRAPE_SECONDS,
+        help=f"seconds between a series' samples (default {SCRAPE_SECONDS}, as the sandbox scrapes)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
-    rows = measure(args.nodes, args.repeats, args.history)
+    rows = measure(args.nodes, args.repeats, args.history, args.scrape_interval)
     for row in rows:
         print(
-            f"{row['query']:24} {row['series']:6} series  {row['json_kb']:7.1f} kB "
-            f"({row['wire_kb']:5.1f} gzipped)  {row['cpu_ms']:7.1f} ms CPU  "
+            f"{row['query']:24} {row['series']:6} series {row['samples']:9} samples  "
+            f"{row['json_kb']:7.1f} kB ({row['wire_kb']:5.1f} gzipped)  {row['cpu_ms']:7.1f} ms CPU  "
             f"{row['allocated_mb']:6.1f} MB allocated"
         )
     for label, total in refresh_totals(rows).items():
         print(
             f"a refresh, {label}: {total['queries']:.2f} queries, {total['series']:.0f} series, "
+            f"{total['samples']:.0f} samples, "
             f"{total['json_kb']:.0f} kB ({total['wire_kb']:.1f} gzipped), {total['cpu_ms']:.0f} ms CPU, "
             f"{total['allocated_mb']:.0f} MB allocated"
         )

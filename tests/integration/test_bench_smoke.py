@@ -94,7 +94,14 @@ MICROS: dict[str, list[str]] = {
     "refresh": ["bench.refresh_micro", f"--nodes={NODES}", "--rounds=2", "--json"],
     "kopf": ["bench.kopf_micro", f"--nodes={NODES}", "--pods=10", "--rounds=1", "--profile"],
     "memory": ["bench.memory_micro", f"--nodes={NODES}", "--pods=10", "--top=3"],
-    "query-cost": ["bench.query_cost", "--nodes=3", "--repeats=1", "--history=120", "--json"],
+    "query-cost": [
+        "bench.query_cost",
+        "--nodes=3",
+        "--repeats=1",
+        "--history=120",
+        "--scrape-interval=30",
+        "--json",
+    ],
 }
 # Every smoke run together took 3.4 minutes on 2 shared cores; each is allowed far more before it
 # counts as hung (this is a deadline, not a timed assertion).
@@ -417,3 +424,4 @@ def test_the_micro_benchmarks_report_every_row(launched: dict[str, Launched]) ->
         assert f"\n{query} " in costs
     for refresh_row in ("a refresh, now:", "a refresh, before:", "a refresh, rules:"):
         assert refresh_row in costs
+    assert " samples, " in costs

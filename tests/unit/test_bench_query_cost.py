@@ -15,10 +15,14 @@ needs_prometheus = pytest.mark.skipif(
 )
 
 
-@needs_prometheus
-def test_every_query_answers_a_series_per_node_and_is_costed() -> None:
-    rows = measure(nodes=3, repeats=1, history=120.0)
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    """The queries' costs over 3 nodes' series sampled every 2 s, as the sandbox scrapes them."""
+    return measure(nodes=3, repeats=1, history=120.0)
 
+
+@needs_prometheus
+def test_every_query_answers_a_series_per_node_and_is_costed(rows: list[dict[str, Any]]) -> None:
     names = [row["query"] for row in rows]
     assert names[:6] == ["cpu", "memory", "diskIO", "diskSpace", "network", "node_uname_info"]
     assert "cpu (joined)" in names
@@ -28,6 +32,7 @@ def test_every_query_answers_a_series_per_node_and_is_costed() -> None:
     # The node mixin rules promtool recorded over the history answer too.
     assert {"cpu (rules)", "memory (rules)", "diskIO (rules)", "network (rules)"} <= set(names)
     assert all(row["series"] == 3 for row in rows)
+    assert all(row["samples"] >= 3 for row in rows)
     assert all(row["allocated_mb"] > 0 for row in rows)
     assert all(row["json_kb"] >= row["wire_kb"] > 0 for row in rows)
     totals = refresh_totals(rows)
@@ -37,10 +42,26 @@ def test_every_query_answers_a_series_per_node_and_is_costed() -> None:
     assert totals["whole"]["queries"] == 6
 
 
+@needs_prometheus
+def test_series_sampled_as_kube_prometheus_stack_scrapes_cost_fewer_samples(
+    rows: list[dict[str, Any]],
+) -> None:
+    every_30s = {row["query"]: row for row in measure(nodes=3, repeats=1, history=120.0, scrape_seconds=30.0)}
+
+    for row in rows:
+        sparse = every_30s[row["query"]]
+        assert sparse["series"] == row["series"]
+        # A range over 2 minutes reads 4 samples of a series instead of 60; an instant one reads one.
+        assert sparse["samples"] <= row["samples"]
+    assert every_30s["cpu"]["samples"] * 10 < next(r for r in rows if r["query"] == "cpu")["samples"]
+    assert every_30s["node_uname_info"]["samples"] == 3
+
+
 def row(query: str, cpu_ms: float) -> dict[str, Any]:
     return {
         "query": query,
         "series": 1,
+        "samples": 100,
         "wire_kb": 1.0,
         "json_kb": 2.0,
         "cpu_ms": cpu_ms,
