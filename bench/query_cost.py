@@ -135,12 +135,20 @@ class Prometheus:
             encoded = response.headers.get("Content-Encoding") == "gzip"
         return len(body), len(gzip.decompress(body) if encoded else body)
 
-    def query(self, expression: str, at: float) -> tuple[int, int]:
-        """The series answered, and the samples Prometheus read to answer (its query stats)."""
-        data = urllib.parse.urlencode({"query": expression, "time": at, "stats": "all"}).encode()
+    def query(self, expression: str, at: float) -> int:
+        """The series answered."""
+        return len(self._answer(expression, at, {})["result"])
+
+    def samples_read(self, expression: str, at: float) -> int:
+        """The samples Prometheus read to answer (its query stats; VictoriaMetrics keeps none)."""
+        stats = self._answer(expression, at, {"stats": "all"})["stats"]
+        return int(stats["samples"]["totalQueryableSamples"])
+
+    def _answer(self, expression: str, at: float, asked: dict[str, str]) -> dict[str, Any]:
+        data = urllib.parse.urlencode({"query": expression, "time": at, **asked}).encode()
         with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=300) as response:
-            answer = json.load(response)["data"]
-        return len(answer["result"]), int(answer["stats"]["samples"]["totalQueryableSamples"])
+            answer: dict[str, Any] = json.load(response)["data"]
+        return answer
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
@@ -198,7 +206,8 @@ def measure(
             at = until - scrape_seconds
             rows = []
             for name, expression in queries().items():
-                series, samples = prometheus.query(expression, at)  # once first: its blocks paged in
+                series = prometheus.query(expression, at)  # once first: its blocks paged in
+                samples = prometheus.samples_read(expression, at)
                 cpu, allocated = prometheus.cpu_seconds(), prometheus.allocated_bytes()
                 for _ in range(repeats):
                     prometheus.query(expression, at)
