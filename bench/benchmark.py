@@ -47,6 +47,7 @@ from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.sending import ApiError
 from promsched.sandbox import launching
 from promsched.sandbox.control_plane.clusters import SandboxError
+from promsched.sandbox.node_metrics import monitoring
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Settings:
     repeats: int = 3
     shape: str = "plain"  # the pods' (bench.pods.SHAPES)
     sandbox_nice: int = 0  # the sandbox's processes' niceness; the schedulers keep 0
+    scrape_seconds: float = monitoring.SCRAPE_SECONDS  # how often the sandbox's Prometheus scrapes
 
 
 def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
@@ -81,7 +83,12 @@ def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any
     try:
         report(f"== {nodes} nodes: starting a sandbox in {directory}")
         sandbox = launching.up(
-            directory, nodes=nodes, profiles_file=profiles_file, history=settings.history, report=report
+            directory,
+            nodes=nodes,
+            profiles_file=profiles_file,
+            history=settings.history,
+            report=report,
+            scrape_seconds=settings.scrape_seconds,
         )
         up_seconds = time.monotonic() - started
         if settings.sandbox_nice:
@@ -207,6 +214,13 @@ def _parse_args(argv: list[str] | None) -> Settings:
         help="run the sandbox's processes (API server, etcd, kwok, Prometheus) at this niceness, the "
         "schedulers at 0: on cores they share, 10 stands for schedulers on cores of their own (default 0)",
     )
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=monitoring.SCRAPE_SECONDS,
+        help="seconds between the sandbox Prometheus's scrapes and rule evaluations (default "
+        f"{monitoring.SCRAPE_SECONDS:g}; kube-prometheus-stack's are 30)",
+    )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument(
         "--merge",
@@ -244,6 +258,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         profile=args.profile,
         shape=args.shape,
         sandbox_nice=args.sandbox_nice,
+        scrape_seconds=args.scrape_interval,
         seed=args.seed,
         workdir=args.workdir,
         merge=args.merge,
@@ -300,6 +315,7 @@ def measure(settings: Settings, argv: list[str] | None) -> dict[str, Any]:
             "big_bursts": list(settings.big_bursts),
             "repeats": settings.repeats,
             "sandbox_nice": settings.sandbox_nice,
+            "scrape_seconds": settings.scrape_seconds,
             "revision": revision(),
         }
         results["node_counts"].append(entry)

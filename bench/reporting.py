@@ -11,6 +11,7 @@ from bench.profile_summaries import profile_summary
 from bench.summaries import Run, all_runs, figure, find, finite, rows
 from bench.tables import row
 from bench.variants import LABELS, PROMSCHED_KEYS
+from promsched.sandbox.node_metrics.monitoring import SCRAPE_SECONDS
 
 COLUMNS = (
     ("Bound", "bound", "{:.0f}"),
@@ -285,6 +286,7 @@ def _node_count(results: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     )
     lines += [f"Machine 1-minute load average at the start of each run (2 cores, shared): {loads}.", ""]
     lines += _priorities(entry)
+    lines += _scraping(entry)
     if entry.get("extra_runs"):
         lines += ["Extra promsched runs (not in the ratios):", ""]
         lines += _table(entry["extra_runs"], [])
@@ -384,6 +386,20 @@ def _priorities(entry: dict[str, Any]) -> list[str]:
     return [
         f"The sandbox's processes (API server, etcd, kwok, Prometheus) ran at nice {nice} and the schedulers "
         "at 0 (`--sandbox-nice`): where both wanted a core, the OS ran the scheduler first.",
+        "",
+    ]
+
+
+def _scraping(entry: dict[str, Any]) -> list[str]:
+    """How often Prometheus scraped and evaluated its rules, where `--scrape-interval` set it apart
+    from the sandbox's default (runs before the option: the default)."""
+    seconds = entry.get("settings", {}).get("scrape_seconds", SCRAPE_SECONDS)
+    if seconds == SCRAPE_SECONDS:
+        return []
+    return [
+        f"The sandbox's Prometheus scraped the exporters and evaluated its rules every {seconds:g} s "
+        f"(`--scrape-interval`; the sandbox's default is {SCRAPE_SECONDS:g} s, kube-prometheus-stack's "
+        "30 s), and the backfilled history was sampled as often.",
         "",
     ]
 

@@ -141,6 +141,13 @@ def test_the_5000_node_targets_allow_p99_half_again_and_read_the_worse_modes_loo
     assert missed["status"] == "NOT met"
 
 
+def test_a_node_count_run_scraped_apart_from_the_sandboxs_default_says_how_often() -> None:
+    assert reporting._scraping({"settings": {"scrape_seconds": 2.0}}) == []
+    assert reporting._scraping({}) == []
+    [line, _] = reporting._scraping({"settings": {"scrape_seconds": 30.0}})
+    assert "evaluated its rules every 30 s" in line
+
+
 def test_a_node_count_run_with_the_sandbox_niced_says_so() -> None:
     assert reporting._priorities({"settings": {"sandbox_nice": 0}}) == []
     assert reporting._priorities({}) == []

@@ -127,6 +127,7 @@ def up(
     report: Report = _print,
     reuse: bool = False,
     metrics: Sequence[str] = (monitoring.PROMETHEUS,),
+    scrape_seconds: float = monitoring.SCRAPE_SECONDS,
 ) -> Sandbox:
     """Start a sandbox in `directory`; returns once every component is ready.
 
@@ -134,7 +135,7 @@ def up(
     With `reuse`, a sandbox already up there with every component running is returned as it is (its
     nodes and loads unchanged). `metrics` names the metrics backends (monitoring.BACKEND_NAMES) that
     scrape the exporters: the first serves PROMETHEUS_URL, the others run beside it (see
-    `monitoring.metrics_url`).
+    `monitoring.metrics_url`), every `scrape_seconds`, which also spaces the history's samples.
     """
     started_at = time.monotonic()
     directory = directory.resolve()
@@ -190,7 +191,7 @@ def up(
         _start_nodes(sandbox, supervisor, setups, report)
         history_seconds = monitoring.default_history(nodes) if history is None else history
         metrics_ready_at = monitoring.start_metrics(
-            sandbox, supervisor, setups, history_seconds, report, metrics, victoria_bin
+            sandbox, supervisor, setups, history_seconds, report, metrics, victoria_bin, scrape_seconds
         )
     except BaseException:
         report("start-up failed; stopping what was started")

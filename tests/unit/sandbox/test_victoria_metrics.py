@@ -33,9 +33,22 @@ def test_history_lines_become_prometheus_text_in_milliseconds() -> None:
 
 def test_the_scrape_configuration_is_prometheus_without_its_rules() -> None:
     state = SandboxState("/s", "/b", "r", ["node-0"], {"exporter": 1, "node_exporter": 2, "prometheus": 3})
-    prometheus = monitoring._prometheus_config(state)
+    prometheus = monitoring._prometheus_config(state, monitoring.SCRAPE_SECONDS)
     config = victoria_metrics.scrape_config("2s", prometheus["scrape_configs"])  # type: ignore[arg-type]
     assert config == {"global": {"scrape_interval": "2s"}, "scrape_configs": prometheus["scrape_configs"]}
+
+
+def test_prometheus_scrapes_and_evaluates_its_rules_as_often_as_asked() -> None:
+    state = SandboxState("/s", "/b", "r", ["node-0"], {"exporter": 1, "node_exporter": 2, "prometheus": 3})
+    assert monitoring._prometheus_config(state, monitoring.SCRAPE_SECONDS)["global"] == {
+        "scrape_interval": "2s",
+        "evaluation_interval": "2s",
+    }
+    # As kube-prometheus-stack scrapes node_exporter and evaluates the node mixin's rules.
+    assert monitoring._prometheus_config(state, 30.0)["global"] == {
+        "scrape_interval": "30s",
+        "evaluation_interval": "30s",
+    }
 
 
 def test_the_defaults_that_would_hide_recent_samples_are_off(tmp_path: Path) -> None:

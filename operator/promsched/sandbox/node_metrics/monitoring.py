@@ -21,6 +21,8 @@ from promsched.sandbox.control_plane.supervising import Process, Report, Supervi
 from promsched.sandbox.node_metrics import exporting, recording_rules, victoria_metrics
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 
+# The sandbox scrapes, and evaluates its rules, this often by default: a test sees a change within
+# seconds. kube-prometheus-stack does both every 30 s, which a benchmark may ask for (`start_metrics`).
 SCRAPE_SECONDS = 2
 # How far past the backfill the history reaches: Prometheus' start-up and first scrape fit in it (9 s
 # measured on 2 busy cores); live samples are accepted from its end on.
@@ -61,9 +63,10 @@ def default_history(nodes: int) -> float:
     return 65 * 60.0 if nodes <= 100 else 10 * 60.0
 
 
-def _prometheus_config(state: SandboxState) -> dict[str, object]:
+def _prometheus_config(state: SandboxState, scrape_seconds: float) -> dict[str, object]:
+    interval = f"{scrape_seconds:g}s"
     return {
-        "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(Path(state.directory) / RULES_FILE)],
         "scrape_configs": [
             # One target serves every simulated node; honor_labels keeps each series' own `instance`.
@@ -99,12 +102,14 @@ def _write_history(
     origin: float,
     span: tuple[float, float],
     backends: Sequence[str],
+    step: float,
 ) -> Path:
-    """A piece of the history, from `span`'s start to its end, as OpenMetrics; backfilled into
-    Prometheus' blocks at once when it is among the backends (VictoriaMetrics imports it once started)."""
+    """A piece of the history, from `span`'s start to its end, a sample every `step` seconds, as
+    OpenMetrics; backfilled into Prometheus' blocks at once when it is among the backends
+    (VictoriaMetrics imports it once started)."""
     since, until = span
     path = directory / f"history-{since:.0f}.om"
-    exporting.write_history(profiles, since, until, SCRAPE_SECONDS, path, origin)
+    exporting.write_history(profiles, since, until, step, path, origin)
     if PROMETHEUS in backends:
         command = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(path)]
         result = subprocess.run(
@@ -115,10 +120,10 @@ def _write_history(
     return path
 
 
-def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor) -> Process:
+def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor, scrape_seconds: float) -> Process:
     directory = sandbox.directory
     (directory / "prometheus.yml").write_text(
-        yaml.safe_dump(_prometheus_config(sandbox.state), sort_keys=False)
+        yaml.safe_dump(_prometheus_config(sandbox.state, scrape_seconds), sort_keys=False)
     )
     url = metrics_url(sandbox.state, PROMETHEUS)
     prometheus = supervisor.spawn(
@@ -137,14 +142,14 @@ def _start_prometheus(sandbox: Sandbox, supervisor: Supervisor) -> Process:
 
 
 def _start_victoria_metrics(
-    sandbox: Sandbox, supervisor: Supervisor, history: list[Path], bin_dir: Path
+    sandbox: Sandbox, supervisor: Supervisor, history: list[Path], bin_dir: Path, scrape_seconds: float
 ) -> Process:
     directory = sandbox.directory
-    config = _prometheus_config(sandbox.state)
+    config = _prometheus_config(sandbox.state, scrape_seconds)
     scrape_configs = config["scrape_configs"]
     assert isinstance(scrape_configs, list)
     victoria_metrics.write_scrape_config(
-        directory, victoria_metrics.scrape_config(f"{SCRAPE_SECONDS}s", scrape_configs)
+        directory, victoria_metrics.scrape_config(f"{scrape_seconds:g}s", scrape_configs)
     )
     url = metrics_url(sandbox.state, VICTORIAMETRICS)
     port = int(url.rpartition(":")[2])
@@ -153,7 +158,7 @@ def _start_victoria_metrics(
     victoria_metrics.import_history(url, history)
     # Rules are evaluated once the history is in, so none is recorded over the gap before it.
     vmalert = victoria_metrics.start_vmalert(
-        supervisor, bin_dir, directory / RULES_FILE, url, sandbox.state.ports["vmalert"], SCRAPE_SECONDS
+        supervisor, bin_dir, directory / RULES_FILE, url, sandbox.state.ports["vmalert"], scrape_seconds
     )
     vmalert_url = f"http://127.0.0.1:{sandbox.state.ports['vmalert']}"
     wait_until("vmalert /health", lambda: http_ok(f"{vmalert_url}/health"), 60, vmalert, supervisor)
@@ -168,9 +173,11 @@ def start_metrics(
     report: Report,
     backends: Sequence[str] = (PROMETHEUS,),
     victoria_metrics_bin: Path | None = None,
+    scrape_seconds: float = SCRAPE_SECONDS,
 ) -> float:
     """Start the metrics pipeline with each of `backends` scraping the same exporters (see
-    `port_names`); returns the time of the first live scrape after the history, in the first backend.
+    `port_names`) every `scrape_seconds`, the history sampled as often; returns the time of the first
+    live scrape after the history, in the first backend.
 
     rate() extrapolates to a window's edges only when the nearest sample is within 1.1 scrape intervals
     of the edge; otherwise by half an interval, and a counter's rate reads low. So the backfilled
@@ -189,14 +196,16 @@ def start_metrics(
     pieces: list[Path] = []
     if history > 0:
         profiles = {n: s.load for n, s in setups.items()}
-        pieces.append(_write_history(directory, profiles, since, (since, history_end), backends))
+        span = (since, history_end)
+        pieces.append(_write_history(directory, profiles, since, span, backends, scrape_seconds))
         # The history runs on past the backends' first scrape (the counters are a function of time, so
         # samples written ahead equal what the exporter will serve): a gap between the history and the
         # live samples would make rate() read low over every window that starts in it. A backend starts
         # about as slowly as the history was written and backfilled, so that time is added to the lead,
         # once per backend (they start one after the other).
         tail_end = time.time() + HISTORY_LEAD_SECONDS + len(backends) * (time.time() - history_end)
-        pieces.append(_write_history(directory, profiles, since, (history_end, tail_end), backends))
+        span = (history_end, tail_end)
+        pieces.append(_write_history(directory, profiles, since, span, backends, scrape_seconds))
         history_end = tail_end
     exporter = supervisor.spawn(
         "exporter",
@@ -225,9 +234,11 @@ def start_metrics(
         for backend in backends:
             if backend == VICTORIAMETRICS:
                 assert victoria_metrics_bin is not None, "VictoriaMetrics is built by the launcher"
-                servers[backend] = _start_victoria_metrics(sandbox, supervisor, pieces, victoria_metrics_bin)
+                servers[backend] = _start_victoria_metrics(
+                    sandbox, supervisor, pieces, victoria_metrics_bin, scrape_seconds
+                )
             else:
-                servers[backend] = _start_prometheus(sandbox, supervisor)
+                servers[backend] = _start_prometheus(sandbox, supervisor, scrape_seconds)
     finally:
         for piece in pieces:
             piece.unlink()
