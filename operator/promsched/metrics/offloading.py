@@ -149,8 +149,9 @@ def _let_go(held: list[object], emptied: list[dict[Any, Any]]) -> None:
 
 
 async def off_loop_then_let_go(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """`off_loop(work, ...)` for work that is the last use of its arguments (a query's answer, a series
-    per node: 1.3-3.5 ms to free at 5000 nodes): they are let go on the worker after (`let_go`)."""
+    """`off_loop(work, ...)` for work that is the last use of a large argument (a query's answer, a series
+    per node: 1.3-3.5 ms to free at 5000 nodes): the arguments are let go on the worker after (`let_go`);
+    those held elsewhere too (a plugin, the node directory) only lose this reference."""
     done = await off_loop(work, *args, **kwargs)
     let_go(*args, *kwargs.values())
     return done
