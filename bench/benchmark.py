@@ -47,7 +47,6 @@ from promsched.kube.configuring import from_kubeconfig
 from promsched.kube.sending import ApiError
 from promsched.sandbox import launching
 from promsched.sandbox.control_plane.clusters import SandboxError
-from promsched.sandbox.node_metrics import monitoring
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,8 @@ class Settings:
     repeats: int = 3
     shape: str = "plain"  # the pods' (bench.pods.SHAPES)
     sandbox_nice: int = 0  # the sandbox's processes' niceness; the schedulers keep 0
-    scrape_seconds: float = monitoring.SCRAPE_SECONDS  # how often the sandbox's Prometheus scrapes
+    # How often the sandbox's Prometheus scrapes and evaluates its rules: as kube-prometheus-stack does.
+    scrape_seconds: float = commanding.DEPLOYED_SCRAPE_SECONDS
 
 
 def bench_nodes(nodes: int, settings: Settings, report: Report) -> dict[str, Any]:
@@ -214,12 +214,8 @@ def _parse_args(argv: list[str] | None) -> Settings:
         help="run the sandbox's processes (API server, etcd, kwok, Prometheus) at this niceness, the "
         "schedulers at 0: on cores they share, 10 stands for schedulers on cores of their own (default 0)",
     )
-    parser.add_argument(
-        "--scrape-interval",
-        type=float,
-        default=monitoring.SCRAPE_SECONDS,
-        help="seconds between the sandbox Prometheus's scrapes and rule evaluations (default "
-        f"{monitoring.SCRAPE_SECONDS:g}; kube-prometheus-stack's are 30)",
+    commanding.add_scrape_interval(
+        parser, commanding.DEPLOYED_SCRAPE_SECONDS, "the sandbox Prometheus's scrapes and rule evaluations"
     )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument(

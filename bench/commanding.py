@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 Report = Callable[[str], None]
@@ -39,6 +39,23 @@ def add_output_flags(
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--workdir", type=Path, help=f"where {sandboxes} (default: the temp dir)")
     parser.add_argument("--render", action="store_true", help=render_help)
+
+
+# kube-prometheus-stack scrapes node_exporter and evaluates the node mixin's rules every 30 s; the sandbox
+# does both every 2 s (`monitoring.SCRAPE_SECONDS`) so that tests see a change within seconds.
+DEPLOYED_SCRAPE_SECONDS: Final = 30.0
+
+
+def add_scrape_interval(parser: argparse.ArgumentParser, default: float, what: str) -> None:
+    """--scrape-interval: seconds between the samples of each series (`what` they are), `default` unless
+    given."""
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=default,
+        help=f"seconds between {what} (default {default:g}; the sandbox's tests run at 2, "
+        f"kube-prometheus-stack at {DEPLOYED_SCRAPE_SECONDS:g})",
+    )
 
 
 def chosen(

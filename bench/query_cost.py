@@ -262,12 +262,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--history", type=float, default=300.0, help="seconds of node series (default 300)")
-    parser.add_argument(
-        "--scrape-interval",
-        type=float,
-        default=SCRAPE_SECONDS,
-        help=f"seconds between a series' samples (default {SCRAPE_SECONDS}, as the sandbox scrapes)",
-    )
+    commanding.add_scrape_interval(parser, SCRAPE_SECONDS, "a series' samples")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
     rows = measure(args.nodes, args.repeats, args.history, args.scrape_interval)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import reporting
+from bench import commanding, reporting
+from bench.benchmark import _parse_args
 from bench.summaries import rows, summarise
 from bench.targets import targets
 from bench.variants import LABELS
@@ -146,6 +147,11 @@ def test_a_node_count_run_scraped_apart_from_the_sandboxs_default_says_how_often
     assert reporting._scraping({}) == []
     [line, _] = reporting._scraping({"settings": {"scrape_seconds": 30.0}})
     assert "evaluated its rules every 30 s" in line
+
+
+def test_make_bench_scrapes_as_kube_prometheus_stack_does_unless_told() -> None:
+    assert _parse_args([]).scrape_seconds == commanding.DEPLOYED_SCRAPE_SECONDS == 30.0
+    assert _parse_args(["--scrape-interval", "2"]).scrape_seconds == 2.0
 
 
 def test_a_node_count_run_with_the_sandbox_niced_says_so() -> None:
