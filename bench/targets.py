@@ -48,6 +48,18 @@ def _ratio_target(
     return target(name, value, met)
 
 
+def _with_pooled(results: dict[str, Any], nodes: int, judged: dict[str, Any]) -> dict[str, Any]:
+    """A p99 target as judged on the medians, with the p99 of all repeats' pods together beside them."""
+    ours, theirs = find(results, nodes, "promsched", "rate"), find(results, nodes, "ks-raised", "rate")
+    if judged["status"] is None or not ours or not theirs:
+        return judged
+    mine, others = ours.get("p99_pooled_ms", math.nan), theirs.get("p99_pooled_ms", math.nan)
+    if not finite(mine) or not finite(others) or not others:
+        return judged
+    pooled = f"; all repeats' pods together {mine:.0f} vs {others:.0f} ms (x{mine / others:.2f})"
+    return {**judged, "value": judged["value"] + pooled}
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of issues 8, 21 and 43 with the measured value (medians of the repeats) and whether it
     is met (None: not measured)."""
@@ -63,7 +75,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     found.append(_ratio_target(results, nodes, "burst", "throughput", name, 1.0, "{:.1f} pods/s"))
     for nodes, ratio in P99_TARGET_RATIOS:
         name = f"{nodes} nodes: p99 creation-to-bind at {rate:g} pods/s <= {ratio}x {raised}'s"
-        found.append(_ratio_target(results, nodes, "rate", "p99_ms", name, ratio, "{:.0f} ms"))
+        found.append(
+            _with_pooled(
+                results, nodes, _ratio_target(results, nodes, "rate", "p99_ms", name, ratio, "{:.0f} ms")
+            )
+        )
     found.append(_loop_lag_target(results))
     ours_all = [(entry["nodes"], run) for entry, run in all_runs(results) if run["variant"] == "promsched"]
     if ours_all:

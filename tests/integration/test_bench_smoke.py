@@ -219,6 +219,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
         "Throughput (pods/s)",
         "p50 (ms)",
         "p99 (ms)",
+        "p99 of all repeats' pods (ms)",
         "Prom queries/pod",
         "Sched CPU/pod (ms)",
         "Peak RSS (MB)",
