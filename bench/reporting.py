@@ -370,13 +370,14 @@ def _per_run(
     key: str,
     bracketed: Callable[[dict[str, Any]], str | None] = lambda _run: None,
 ) -> list[str]:
-    """One paragraph of `what` per promsched run that measured `key` (in ms), each with what `bracketed`
-    adds in brackets; none when no run did."""
+    """One paragraph of `what` per run of a promsched variant that measured `key` (in ms), each with what
+    `bracketed` adds in brackets, the other variants' (rules, baseline) named; none when no run did."""
     figures = [
-        f"{run['mode']} {run['pods']} pods: {run[key]:.1f} ms"
+        ("" if run["variant"] == "promsched" else f"{run['variant']} ")
+        + f"{run['mode']} {run['pods']} pods: {run[key]:.1f} ms"
         + (f" ({extra})" if (extra := bracketed(run)) is not None else "")
         for run in runs
-        if run["variant"] == "promsched" and finite(run.get(key))
+        if run["variant"] in PROMSCHED_KEYS and finite(run.get(key))
     ]
     return [f"{what}: {'; '.join(figures)}.", ""] if figures else []
 

@@ -181,6 +181,18 @@ def test_make_bench_scrapes_as_kube_prometheus_stack_does_unless_told() -> None:
     assert _parse_args(["--scrape-interval", "2"]).scrape_seconds == 2.0
 
 
+def test_each_promsched_variants_own_figures_are_listed_the_others_named() -> None:
+    runs = [
+        run("promsched", "rate", 50, 0.5, loop_lag_p99_ms=19.9),
+        run("promsched-baseline", "rate", 50, 0.5, loop_lag_p99_ms=9.94),
+        run("ks-raised", "rate", 50, 0.5, loop_lag_p99_ms=1.0),
+    ]
+
+    [line, _] = reporting._per_run(runs, "lag", "loop_lag_p99_ms")
+
+    assert line == "lag: rate 100 pods: 19.9 ms; promsched-baseline rate 100 pods: 9.9 ms."
+
+
 def test_a_node_count_run_with_the_sandbox_niced_says_so() -> None:
     assert reporting._priorities({"settings": {"sandbox_nice": 0}}) == []
     assert reporting._priorities({}) == []
