@@ -51,7 +51,7 @@ def _ratio_target(
 def _with_pooled(results: dict[str, Any], nodes: int, judged: dict[str, Any]) -> dict[str, Any]:
     """A p99 target as judged on the medians, with the p99 of all repeats' pods together beside them."""
     ours, theirs = find(results, nodes, "promsched", "rate"), find(results, nodes, "ks-raised", "rate")
-    if judged["status"] is None or not ours or not theirs:
+    if judged["status"] == "not measured" or not ours or not theirs:
         return judged
     mine, others = ours.get("p99_pooled_ms", math.nan), theirs.get("p99_pooled_ms", math.nan)
     if not finite(mine) or not finite(others) or not others:
