@@ -12,6 +12,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final, TypeVar
 
+from promsched.sandbox.node_metrics.monitoring import SCRAPE_SECONDS
+
 REPO = Path(__file__).resolve().parents[1]
 Report = Callable[[str], None]
 Results = dict[str, Any]
@@ -42,7 +44,7 @@ def add_output_flags(
 
 
 # kube-prometheus-stack scrapes node_exporter and evaluates the node mixin's rules every 30 s; the sandbox
-# does both every 2 s (`monitoring.SCRAPE_SECONDS`) so that tests see a change within seconds.
+# does both every SCRAPE_SECONDS so that tests see a change within seconds.
 DEPLOYED_SCRAPE_SECONDS: Final = 30.0
 
 
@@ -53,7 +55,7 @@ def add_scrape_interval(parser: argparse.ArgumentParser, default: float, what: s
         "--scrape-interval",
         type=float,
         default=default,
-        help=f"seconds between {what} (default {default:g}; the sandbox's tests run at 2, "
+        help=f"seconds between {what} (default {default:g}; the sandbox's tests run at {SCRAPE_SECONDS:g}, "
         f"kube-prometheus-stack at {DEPLOYED_SCRAPE_SECONDS:g})",
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.commanding import DEPLOYED_SCRAPE_SECONDS
 from bench.profile_summaries import profile_summary
 from bench.summaries import Run, all_runs, figure, find, finite, rows
 from bench.tables import row
@@ -403,7 +404,7 @@ def _scraping(entry: dict[str, Any]) -> list[str]:
     return [
         f"The sandbox's Prometheus scraped the exporters and evaluated its rules every {seconds:g} s "
         f"(`--scrape-interval`; the sandbox's default is {SCRAPE_SECONDS:g} s, kube-prometheus-stack's "
-        "30 s), and the backfilled history was sampled as often.",
+        f"{DEPLOYED_SCRAPE_SECONDS:g} s), and the backfilled history was sampled as often.",
         "",
     ]
 
