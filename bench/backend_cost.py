@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import commanding
-from bench.query_cost import Prometheus, every_refresh, queries
+from bench.query_cost import UNAME, Prometheus, every_refresh, queries
 from promsched.metrics import PrometheusClient, PrometheusEndpoint
 from promsched.sandbox.builds import installing
 from promsched.sandbox.control_plane.supervising import free_port, http_ok, wait_until
@@ -89,11 +89,12 @@ def _promsched_cpu_seconds(url: str, expression: str, at: float, repeats: int) -
 
 
 def refresh_queries() -> dict[str, str]:
-    """The queries of every refresh as promsched sends them, and the rebalancer's sustained cpu."""
+    """The queries of a refresh as promsched sends them (node_uname_info as when it is asked), and the
+    rebalancer's sustained cpu."""
     return {
         name: expression
         for name, expression in queries().items()
-        if every_refresh(name) or name == "sustained cpu"
+        if every_refresh(name) or name in (UNAME, "sustained cpu")
     }
 
 

@@ -7,7 +7,7 @@ import shutil
 from typing import Any
 
 import pytest
-from bench.query_cost import LINK_SPEEDS_EVERY, measure, refresh_totals
+from bench.query_cost import ASKED_EVERY, measure, refresh_totals
 
 needs_prometheus = pytest.mark.skipif(
     shutil.which("prometheus") is None or shutil.which("promtool") is None,
@@ -37,8 +37,8 @@ def test_every_query_answers_a_series_per_node_and_is_costed(rows: list[dict[str
     assert all(row["json_kb"] >= row["wire_kb"] > 0 for row in rows)
     totals = refresh_totals(rows)
     assert set(totals) == {"now", "whole", "before", "rules"}
-    # Six queries every refresh, and the link speeds once per staleAfter.
-    assert totals["now"]["queries"] == pytest.approx(6 + 1 / LINK_SPEEDS_EVERY)
+    # Five queries every refresh; node_uname_info and the link speeds once per staleAfter.
+    assert totals["now"]["queries"] == pytest.approx(5 + 2 / ASKED_EVERY)
     assert totals["whole"]["queries"] == 6
 
 
@@ -69,7 +69,7 @@ def row(query: str, cpu_ms: float) -> dict[str, Any]:
     }
 
 
-def test_a_refresh_now_counts_the_link_speeds_once_per_stale_after() -> None:
+def test_a_refresh_now_counts_the_link_speeds_and_node_uname_info_once_per_stale_after() -> None:
     rows = [
         row("cpu", 10.0),
         row("diskSpace", 5.0),
@@ -84,7 +84,7 @@ def test_a_refresh_now_counts_the_link_speeds_once_per_stale_after() -> None:
 
     totals = refresh_totals(rows)
 
-    assert totals["now"]["cpu_ms"] == pytest.approx(10 + 5 + 20 + 4 + 80 / LINK_SPEEDS_EVERY)
+    assert totals["now"]["cpu_ms"] == pytest.approx(10 + 5 + 20 + (4 + 80) / ASKED_EVERY)
     assert totals["whole"]["cpu_ms"] == pytest.approx(10 + 5 + 100 + 4)
     assert totals["before"]["cpu_ms"] == pytest.approx(30)
     assert totals["rules"]["cpu_ms"] == pytest.approx(3 + 5)

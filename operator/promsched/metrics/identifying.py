@@ -1,9 +1,10 @@
 """Which node a series belongs to, per the policy's nodeIdentity.
 
 - UnameNodename: a series' ``instance`` is looked up in ``node_uname_info`` for the node's ``nodename``.
-  That series is queried once per refresh (`UNAME_QUERY`) and joined here, not in every query: at 5000
-  nodes the join cost Prometheus a third of a refresh's CPU and a fifth of its memory
-  (`python -m bench.query_cost`).
+  That series is queried apart (`UNAME_QUERY`) and joined here, not in every query: at 5000 nodes the
+  join cost Prometheus a third of a refresh's CPU and a fifth of its memory (`python -m
+  bench.query_cost`). Its answer is kept across refreshes while `Hostnames.usable_for` and `cover`
+  allow: it changes when a node's exporter does.
 - Label: a label holds the node name, possibly with a ``:port`` suffix (``node-0:9100``,
   ``[::1]:9100``).
 - Both compare names case-insensitively: the kubelet lowercases the hostname it registers as the node.
@@ -62,6 +63,8 @@ class NodeDirectory:
     names: frozenset[str]
     addresses: Mapping[str, str] = field(default_factory=dict)
     hostnames: Mapping[str, str] = field(default_factory=dict)
+    # Every instance node_uname_info named, those given two nodenames (left out of `hostnames`) too.
+    uname_instances: frozenset[str] = frozenset()
 
     @functools.cached_property
     def _by_address(self) -> Mapping[str, str]:
@@ -86,9 +89,40 @@ class NodeDirectory:
                 continue
             if hostnames.setdefault(instance, nodename) != nodename:
                 ambiguous.add(instance)
+        uname_instances = frozenset(hostnames)
         for instance in ambiguous:
             del hostnames[instance]
-        return dataclasses.replace(self, hostnames=hostnames)
+        return dataclasses.replace(self, hostnames=hostnames, uname_instances=uname_instances)
+
+
+@dataclass(frozen=True)
+class Hostnames:
+    """node_uname_info's answer kept for the refreshes after the one that asked: `directory` is the
+    directory it was asked for, with its hostnames."""
+
+    directory: NodeDirectory
+    asked_at: float
+
+    def usable_for(self, directory: NodeDirectory, at: float, stale_after: float) -> bool:
+        """Whether these may map the series of a refresh at `at` over `directory`'s nodes: asked less
+        than staleAfter before, for the same nodes at the same InternalIPs (a node replaced, maybe at an
+        address another node had, is asked about afresh)."""
+        asked_for = self.directory
+        return (
+            at - self.asked_at < stale_after
+            and asked_for.names == directory.names
+            and asked_for.addresses == directory.addresses
+        )
+
+    def cover(self, result: QueryResult) -> bool:
+        """Whether node_uname_info named every instance `result` answers for (a series without one
+        maps to no node whatever it says)."""
+        named = self.directory.uname_instances
+        for series in (*result.series, *result.non_finite):
+            instance = series.labels.get("instance")
+            if instance is not None and instance not in named:
+                return False
+        return True
 
 
 async def resolve_hostnames(client: PrometheusClient, directory: NodeDirectory, at: float) -> NodeDirectory:

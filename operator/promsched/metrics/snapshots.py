@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from promsched.metrics.dividing import Divisors
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import SeriesReport
+from promsched.metrics.identifying import Hostnames, SeriesReport
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.samples import Sample
@@ -53,6 +53,8 @@ class Snapshot:
     taken_at: float
     plugins: Mapping[str, PluginSnapshot]
     usage: PodUsage = NO_POD_USAGE  # what pods used, for usage estimates (none: the plan queries none)
+    # node_uname_info's answer the plugins mapped through, kept for the next refreshes; None: not asked.
+    hostnames: Hostnames | None = None
 
     @classmethod
     def empty(cls, plan: Plan, taken_at: float) -> Snapshot:

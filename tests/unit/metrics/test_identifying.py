@@ -3,11 +3,13 @@ merges."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import NodeDirectory, NodeIdentity, QueryResult, Series
-from promsched.metrics.identifying import EXAMPLES_KEPT, UNAME_QUERY, assign_nodes, strip_port
+from promsched.metrics.identifying import EXAMPLES_KEPT, UNAME_QUERY, Hostnames, assign_nodes, strip_port
 
 UNAME = NodeIdentity(NodeIdentitySource.UNAME_NODENAME)
 BY_INSTANCE = NodeIdentity(NodeIdentitySource.LABEL, "instance")
@@ -79,6 +81,18 @@ def test_an_instance_without_a_single_nodename_is_reported_not_guessed() -> None
         'instance="10.0.0.2:9100" (no single nodename in node_uname_info)',
         'instance="10.0.0.3:9100" (no single nodename in node_uname_info)',
     )
+
+
+def test_kept_hostnames_cover_the_instances_node_uname_info_named() -> None:
+    # 10.0.0.2 was named with two nodenames: asking again would not map it either.
+    directory = NodeDirectory.of(["node-0", "node-2", "node-2b"]).with_hostnames(
+        uname(("10.0.0.1:9100", "node-0"), ("10.0.0.2:9100", "node-2"), ("10.0.0.2:9100", "node-2b"))
+    )
+    kept = Hostnames(directory, asked_at=100.0)
+    named = result(({"instance": "10.0.0.1:9100"}, 1), ({"instance": "10.0.0.2:9100"}, 2), ({"job": "x"}, 3))
+    assert kept.cover(named)
+    new_exporter = QueryResult("q", (), non_finite=(Series({"instance": "10.0.0.3:9100"}, math.nan, 100.0),))
+    assert not kept.cover(new_exporter)
 
 
 def test_label_identity_strips_ports() -> None:

@@ -166,6 +166,86 @@ async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
     assert sorted(name for name, _seconds, _error in recorder.queries) == ["cpu", "memory", "nodeIdentity"]
 
 
+async def test_node_uname_info_is_kept_for_the_refreshes_after(
+    prometheus: FakePrometheus, make_spec: Callable[..., Any]
+) -> None:
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
+    hosts = {"node-0": "node-0", "node-1": "NODE-1"}
+    first_loads = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {}})
+    prometheus.handler = with_hostnames(prometheus, first_loads, hosts)
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        first = await take_snapshot(plan, client, NODES)
+        second_loads = loads(prometheus, {"cpu": {"node-0": 11, "node-1": 21}, "memory": {"node-1": 31}})
+        prometheus.handler = with_hostnames(prometheus, second_loads, hosts)
+        second = await take_snapshot(plan, client, NODES, previous=first)
+
+    assert prometheus.queries().count(UNAME_QUERY) == 1
+    assert second.hostnames is first.hostnames
+    values = {
+        name: {node: s.value for node, s in samples.items()} for name, samples in second.values().items()
+    }
+    assert values == {"cpu": {"node-0": 11, "node-1": 21}, "memory": {"node-1": 31}}
+
+
+def _older(snapshot: Snapshot, seconds: float) -> Snapshot:
+    assert snapshot.hostnames is not None
+    hostnames = dataclasses.replace(snapshot.hostnames, asked_at=snapshot.hostnames.asked_at - seconds)
+    return dataclasses.replace(snapshot, hostnames=hostnames)
+
+
+AT_ADDRESSES = NodeDirectory.of(["node-0", "node-1"], {"10.0.0.1": "node-0"})
+
+
+@pytest.mark.parametrize(
+    ("why", "nodes", "previous", "answered"),
+    [
+        ("staleAfter old", AT_ADDRESSES, lambda first: _older(first, 61), {"node-0"}),
+        (
+            "a node joined",
+            NodeDirectory.of(["node-0", "node-1", "node-2"], AT_ADDRESSES.addresses),
+            lambda first: first,
+            {"node-0"},
+        ),
+        (  # a node replaced at another's former address: the same names, a changed InternalIP
+            "an address changed",
+            NodeDirectory.of(["node-0", "node-1"], {"10.0.0.9": "node-0"}),
+            lambda first: first,
+            {"node-0"},
+        ),
+        ("an instance it did not name", AT_ADDRESSES, lambda first: first, {"node-0", "node-1"}),
+    ],
+)
+async def test_node_uname_info_is_asked_again(
+    prometheus: FakePrometheus,
+    make_spec: Callable[..., Any],
+    why: str,
+    nodes: NodeDirectory,
+    previous: Callable[[Snapshot], Snapshot],
+    answered: set[str],
+) -> None:
+    uname = {"source": "UnameNodename"}
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity=uname, staleAfter="1m")
+    prometheus.handler = with_hostnames(
+        prometheus, loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 30}}), {"node-0": "node-0"}
+    )
+    recorder = Recorder()
+    async with PrometheusClient(prometheus.endpoint()) as client:
+        first = await take_snapshot(plan, client, AT_ADDRESSES)
+        cpu = dict.fromkeys(answered, 11.0)
+        prometheus.handler = with_hostnames(
+            prometheus,
+            loads(prometheus, {"cpu": cpu, "memory": {"node-0": 31}}),
+            {"node-0": "node-0", "node-1": "node-1"},
+        )
+        second = await take_snapshot(plan, client, nodes, previous=previous(first), observer=recorder)
+
+    assert prometheus.queries().count(UNAME_QUERY) == 2, why  # once for both plugins
+    assert [name for name, _seconds, _error in recorder.queries].count("nodeIdentity") == 1
+    assert second.hostnames is not None
+    assert second.hostnames.asked_at == second.taken_at
+    assert {node: s.value for node, s in second.plugins["cpu"].samples.items()} == cpu
+
+
 async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
@@ -176,7 +256,9 @@ async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
         first = await take_snapshot(plan, client, NODES)
         prometheus.handler = with_hostnames(prometheus, answer, None)
-        second = await take_snapshot(plan, client, NODES, previous=first, observer=recorder)
+        # A node joined: the first refresh's hostnames are not for these nodes, so they are asked again.
+        joined = NodeDirectory.of([*NODES.names, "node-2"])
+        second = await take_snapshot(plan, client, joined, previous=first, observer=recorder)
 
     for name in ("cpu", "memory"):
         plugin = second.plugins[name]

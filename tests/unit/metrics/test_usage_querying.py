@@ -69,8 +69,8 @@ async def test_one_query_per_resource_per_refresh(prometheus: FakePrometheus) ->
         second = await take_snapshot(plan, client, NODES, previous=first)
 
     usage_queries = [cpu_usage_query(120), memory_usage_query()]
-    expected = Counter(2 * ([plugin.query for plugin in plan.plugins] + usage_queries + [UNAME_QUERY]))
-    # per refresh: each plugin once, each resource once, the nodes' hostnames once
+    expected = Counter([*2 * ([plugin.query for plugin in plan.plugins] + usage_queries), UNAME_QUERY])
+    # per refresh: each plugin once, each resource once; the nodes' hostnames once, kept for the second
     assert Counter(prometheus.queries()) == expected
     assert second.usage.cpu.values == {("ns", "web-0"): 0.25, ("ns", "web-1"): 0.5}
     assert second.usage.memory.values == {("ns", "web-0"): 1e9}
