@@ -55,6 +55,12 @@ def bind_pod(namespace: str, name: str, uid: str, node: str, annotations: Mappin
     )
 
 
+def get_version() -> Request:
+    """GET /version: any client may read it (system:public-info-viewer), and it costs the API server
+    next to nothing."""
+    return Request("GET", "/version")
+
+
 def patch_pod_condition(namespace: str, name: str, condition: Mapping[str, str]) -> Request:
     # Strategic merge patches merge pod conditions by `type`, leaving the others as they are.
     body = {"status": {"conditions": [dict(condition)]}}

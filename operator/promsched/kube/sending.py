@@ -14,7 +14,7 @@ import orjson
 from aiohttp.client import DEFAULT_TIMEOUT
 
 from promsched.kube.credentials import Credentials, CredentialsError
-from promsched.kube.requests import JSON, Request, list_objects
+from promsched.kube.requests import JSON, Request, get_version, list_objects
 from promsched.kube.throttling import Sleep, TokenBucket
 
 logger = logging.getLogger(__name__)
@@ -214,6 +214,13 @@ class KubeClient:
                     MAX_RETRIES,
                 )
                 await self._sleep(error.retry_after)
+
+    async def warm(self, connections: int) -> None:
+        """Have at least `connections` pooled to the API server, each opened now if need be: as many
+        GET /version at once (a request takes an idle pooled connection, else opens one), so that the
+        first burst of bindings finds them open rather than paying a TLS handshake on its pods' path.
+        kube-scheduler's requests share the one HTTP/2 connection its informers opened."""
+        await asyncio.gather(*(self.send(get_version()) for _ in range(connections)))
 
     async def watch(
         self, request: Request, inactivity_timeout: float

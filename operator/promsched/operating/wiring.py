@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kopf
 from aiohttp import web
 
@@ -27,7 +28,7 @@ from promsched.api.policies import GROUP, PLURAL, VERSION
 from promsched.kube.configuring import discover
 from promsched.kube.credentials import Credentials
 from promsched.kube.requests import LIST_PAGE_SIZE
-from promsched.kube.sending import KubeClient, open_session
+from promsched.kube.sending import ApiError, KubeClient, open_session
 from promsched.kube.throttling import TokenBucket
 from promsched.metrics.offloading import new_event_loop
 from promsched.operating import listening, serving
@@ -49,6 +50,10 @@ WATCH_CONNECT_TIMEOUT = 10
 # pending (`python -m bench.memory_micro --part workers`). A pod's events that come further apart than
 # this start a new worker, which costs no more CPU than keeping one (`bench.kopf_micro`).
 KOPF_WORKER_IDLE_SECONDS = 0.5
+# Connections to the API server opened once the initial lists are in (`KubeClient.warm`): above the 4-5
+# that a fresh operator opened in a 1000-node run at 50 pods/s, each a TLS handshake (2.5-42 ms) on a
+# pod's binding. Idle ones close after `sending.KEEPALIVE_SECONDS`.
+WARM_CONNECTIONS = 8
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class Runtime:
     loop_task: asyncio.Task[None] | None = None
     elector_task: asyncio.Task[None] | None = None
     freeze_task: asyncio.Task[None] | None = None
+    warm_task: asyncio.Task[None] | None = None
     site: web.AppRunner | None = None
     failure: str | None = None  # why the startup handler failed
 
@@ -193,6 +199,9 @@ async def _start(settings: kopf.OperatorSettings, runtime: Runtime) -> None:
     supervisor = runtime.scheduler.supervisor  # the operator's long-lived tasks, all supervised
     runtime.loop_task = supervisor.start("scheduler", runtime.scheduler.run)
     runtime.freeze_task = supervisor.start("gc-freeze", lambda: freeze_when_synced(runtime.scheduler.synced))
+    runtime.warm_task = supervisor.start(
+        "connection-warmup", lambda: warm_when_synced(runtime.scheduler.synced, runtime.client)
+    )
     options = runtime.options
     if options.leader_elect:
         runtime.scheduler.leading.clear()
@@ -257,6 +266,16 @@ async def freeze_when_synced(synced: asyncio.Event) -> None:
     often as before."""
     await synced.wait()
     settle_collector()
+
+
+async def warm_when_synced(synced: asyncio.Event, client: KubeClient) -> None:
+    """Once the initial lists are in, `WARM_CONNECTIONS` pooled for the bindings to come; a failure
+    only leaves them to be opened as needed."""
+    await synced.wait()
+    try:
+        await client.warm(WARM_CONNECTIONS)
+    except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+        logger.debug("Warming the API server connections failed: %s", error)
 
 
 def settle_collector() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from pathlib import Path
@@ -19,6 +20,7 @@ from promsched.kube.requests import (
     STRATEGIC_MERGE_PATCH,
     Request,
     bind_pod,
+    get_version,
     patch_nominated_node,
     watch_objects,
 )
@@ -288,6 +290,30 @@ async def test_a_body_goes_as_compact_json_with_its_content_type(aiohttp_server:
     async with KubeClient(credentials) as client:
         await client.send(patch_nominated_node("ns", "p", "n1"))
     assert seen == [(b'{"status":{"nominatedNodeName":"n1"}}', STRATEGIC_MERGE_PATCH, "application/json", "")]
+
+
+async def test_warming_pools_connections_that_a_burst_then_reuses(aiohttp_server: AiohttpServer) -> None:
+    peers: list[int] = []
+    # Each answer waits until four requests are in: four sent on fewer connections would never get there.
+    four_in = asyncio.Barrier(4)
+
+    async def handle(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername")[1])
+        await asyncio.wait_for(four_in.wait(), timeout=5)
+        return web.json_response({"major": "1"})
+
+    app = web.Application()
+    app.router.add_route("GET", "/version", handle)
+    server = await aiohttp_server(app)
+    credentials = Credentials(str(server.make_url("")), "a test", token=FixedToken("t", "a token"))
+    async with KubeClient(credentials) as client:
+        await client.warm(4)
+        warmed = set(peers)
+        await asyncio.gather(*(client.send(get_version()) for _ in range(4)))
+
+    assert len(warmed) == 4
+    assert set(peers) == warmed  # the burst opened none
 
 
 async def test_a_429_is_sent_again_after_its_retry_after(aiohttp_server: AiohttpServer) -> None:

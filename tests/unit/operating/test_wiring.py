@@ -12,6 +12,7 @@ import sys
 from typing import Any, cast
 from unittest import mock
 
+import aiohttp
 import kopf
 import pytest
 
@@ -24,6 +25,7 @@ from promsched.operating.wiring import (
     HANDLERS,
     KOPF_WORKER_IDLE_SECONDS,
     TLS_READ_BUFFER,
+    WARM_CONNECTIONS,
     Memo,
     NoDiffBase,
     NoProgress,
@@ -34,6 +36,7 @@ from promsched.operating.wiring import (
     limit_tls_read_buffers,
     login,
     startup,
+    warm_when_synced,
 )
 from promsched.scheduling.intake.kinds import NODES, PODS, WATCHED, Kind
 from promsched.scheduling.schedulers import Scheduler
@@ -141,6 +144,30 @@ async def test_a_startup_that_fails_stops_what_it_started_and_is_not_retried() -
     assert runtime.loop_task.cancelled(), "the scheduling loop it had started is stopped"
     assert runtime.freeze_task is not None
     assert runtime.freeze_task.cancelled()
+    assert runtime.warm_task is not None
+    assert runtime.warm_task.cancelled()
+
+
+class WarmedClient:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.warmed: list[int] = []
+        self.error = error
+
+    async def warm(self, connections: int) -> None:
+        self.warmed.append(connections)
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.parametrize("error", [None, aiohttp.ClientConnectionError("refused"), TimeoutError()])
+async def test_connections_are_warmed_once_the_initial_lists_are_in(error: Exception | None) -> None:
+    synced, client = asyncio.Event(), WarmedClient(error)
+    warming = asyncio.create_task(warm_when_synced(synced, cast(KubeClient, client)))
+    await asyncio.sleep(0)  # the task runs up to its wait
+    assert client.warmed == []
+    synced.set()
+    await warming  # a failure leaves the connections to be opened as needed
+    assert client.warmed == [WARM_CONNECTIONS]
 
 
 async def test_the_heap_is_frozen_once_the_initial_lists_are_in() -> None:
