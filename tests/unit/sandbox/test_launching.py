@@ -1,10 +1,17 @@
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from promsched.sandbox.control_plane.clusters import SandboxError
-from promsched.sandbox.control_plane.supervising import Supervisor, wait_until
+from promsched.sandbox.control_plane.supervising import (
+    EPHEMERAL_RANGE,
+    LOWEST_PORT,
+    Supervisor,
+    free_port,
+    wait_until,
+)
 from promsched.sandbox.launching import node_manifest, ready_count
 from promsched.sandbox.node_metrics.profiles import LoadProfile, NodeSetup
 
@@ -88,3 +95,34 @@ def test_ready_nodes_are_ready_without_node_lifecycle_taints() -> None:
     )
     assert ready_count(listing) == 2
     assert ready_count("") == 0
+
+
+def bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_server_ports_come_from_below_the_ephemeral_range(tmp_path: Path) -> None:
+    # Outgoing connections take their source ports from 32768 up: none of them can hold these.
+    ephemeral = tmp_path / "ip_local_port_range"
+    ephemeral.write_text("32768\t60999\n")
+    ports = {free_port(ephemeral) for _ in range(20)}
+    assert all(LOWEST_PORT <= port < 32768 for port in ports)
+    assert len(ports) > 1  # drawn at random, so two sandboxes started at once rarely pick alike
+    assert all(bindable(port) for port in ports)
+
+
+@pytest.mark.parametrize("ephemeral_range", ["1024 65535\n", None])
+def test_without_room_below_the_range_the_kernel_picks_the_port(
+    tmp_path: Path, ephemeral_range: str | None
+) -> None:
+    ephemeral = tmp_path / "ip_local_port_range"  # None: unreadable
+    if ephemeral_range is not None:
+        ephemeral.write_text(ephemeral_range)
+    port = free_port(ephemeral)
+    assert port >= int(EPHEMERAL_RANGE.read_text().split()[0])  # bind(0)'s, from the kernel's own range
+    assert bindable(port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -28,11 +29,33 @@ from promsched.sandbox.control_plane.clusters import SandboxError
 Report = Callable[[str], None]
 
 
-def free_port() -> int:
+# The kernel gives bind(0) and every outgoing connection's source port from its ephemeral range: a server
+# port picked there can be taken by a connection before the server, started seconds later, binds it
+# (kwok exited with "address already in use" in a make test). So ports are drawn from below that range.
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+_TRIES = 100
+
+
+def free_port(ephemeral_range: Path = EPHEMERAL_RANGE) -> int:
+    """A port on 127.0.0.1 that nothing is bound to now, from below the ephemeral range where it can;
+    from it (bind(0)) where that range starts too low to leave any."""
+    try:
+        ephemeral_start = int(ephemeral_range.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_start = LOWEST_PORT
+    for _ in range(_TRIES if ephemeral_start > LOWEST_PORT else 0):
+        port = random.randrange(LOWEST_PORT, ephemeral_start)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        bound: int = sock.getsockname()[1]
+        return bound
 
 
 def _start_time(pid: int) -> str | None:
