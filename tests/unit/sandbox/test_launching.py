@@ -1,4 +1,7 @@
+import json
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -9,6 +12,7 @@ from promsched.sandbox.control_plane.supervising import (
     EPHEMERAL_RANGE,
     LOWEST_PORT,
     Supervisor,
+    _start_time,
     free_port,
     wait_until,
 )
@@ -110,7 +114,7 @@ def test_server_ports_come_from_below_the_ephemeral_range(tmp_path: Path) -> Non
     # Outgoing connections take their source ports from 32768 up: none of them can hold these.
     ephemeral = tmp_path / "ip_local_port_range"
     ephemeral.write_text("32768\t60999\n")
-    ports = {free_port(ephemeral) for _ in range(20)}
+    ports = {free_port(ephemeral, tmp_path / "ports.json") for _ in range(20)}
     assert all(LOWEST_PORT <= port < 32768 for port in ports)
     assert len(ports) > 1  # drawn at random, so two sandboxes started at once rarely pick alike
     assert all(bindable(port) for port in ports)
@@ -123,6 +127,29 @@ def test_without_room_below_the_range_the_kernel_picks_the_port(
     ephemeral = tmp_path / "ip_local_port_range"  # None: unreadable
     if ephemeral_range is not None:
         ephemeral.write_text(ephemeral_range)
-    port = free_port(ephemeral)
+    port = free_port(ephemeral, tmp_path / "ports.json")
     assert port >= int(EPHEMERAL_RANGE.read_text().split()[0])  # bind(0)'s, from the kernel's own range
     assert bindable(port)
+
+
+def test_a_port_handed_to_a_live_process_is_not_handed_out_again(tmp_path: Path) -> None:
+    # Two sandboxes pick their ports before either binds one: the registry keeps them apart.
+    candidates = range(LOWEST_PORT, LOWEST_PORT + 4)
+    if not all(bindable(port) for port in candidates):
+        pytest.skip("a port the test draws from is in use on this machine")
+    ephemeral, registry = tmp_path / "ip_local_port_range", tmp_path / "ports.json"
+    ephemeral.write_text(f"{candidates.stop} 60999")
+    parent = os.getppid()
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    dead = int(exited.stdout)
+    held = {str(LOWEST_PORT + i): [parent, _start_time(parent)] for i in range(2)}
+    held[str(LOWEST_PORT + 2)] = [dead, "1"]  # its process has exited: free to hand out again
+    registry.write_text(json.dumps(held))
+
+    ports = {free_port(ephemeral, registry), free_port(ephemeral, registry)}
+
+    assert ports == {LOWEST_PORT + 2, LOWEST_PORT + 3}
+    recorded = json.loads(registry.read_text())
+    assert {port for port, (pid, _started) in recorded.items() if pid == os.getpid()} == {
+        str(port) for port in ports
+    }

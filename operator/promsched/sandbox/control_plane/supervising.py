@@ -9,6 +9,7 @@ launcher, of a test run or of the machine's shell.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -16,6 +17,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -29,33 +31,69 @@ from promsched.sandbox.control_plane.clusters import SandboxError
 Report = Callable[[str], None]
 
 
-# The kernel gives bind(0) and every outgoing connection's source port from its ephemeral range: a server
-# port picked there can be taken by a connection before the server, started seconds later, binds it
-# (kwok exited with "address already in use" in a make test). So ports are drawn from below that range.
+# Sandboxes started at once (make test's bench smokes) each pick all their ports before their servers
+# bind any, seconds to minutes later: a port free when picked was then taken by another sandbox's
+# server (kwok exited with "bind: address already in use", twice in make test). So every port handed out
+# is recorded, with its process, in a registry all processes read under one lock, and not handed out
+# again while that process lives. Ports are drawn from below the kernel's ephemeral range, where no
+# outgoing connection's source port can take one either.
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_REGISTRY = Path(tempfile.gettempdir()) / "promsched-ports.json"
 LOWEST_PORT = 10000
 _TRIES = 100
 
 
-def free_port(ephemeral_range: Path = EPHEMERAL_RANGE) -> int:
-    """A port on 127.0.0.1 that nothing is bound to now, from below the ephemeral range where it can;
-    from it (bind(0)) where that range starts too low to leave any."""
+def free_port(ephemeral_range: Path = EPHEMERAL_RANGE, registry: Path = PORT_REGISTRY) -> int:
+    """A port on 127.0.0.1 that nothing is bound to now and that no other live process was handed by
+    this function, from below the ephemeral range where it can (from it, bind(0)'s, where that range
+    starts too low to leave any)."""
+    try:
+        with open(registry.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+            held = _held_ports(registry)
+            port = _unbound_port(ephemeral_range, set(held))
+            me = os.getpid()
+            held[port] = (me, _start_time(me) or "")
+            registry.write_text(json.dumps({str(p): list(owner) for p, owner in held.items()}))
+            return port
+    except OSError:  # no registry to be had: a port free now is the best to give
+        return _unbound_port(ephemeral_range, set())
+
+
+def _held_ports(registry: Path) -> dict[int, tuple[int, str]]:
+    """The registry's ports whose process still runs (the same pid and start time)."""
+    try:
+        recorded = json.loads(registry.read_text())
+        entries = [(int(port), int(pid), str(started)) for port, (pid, started) in recorded.items()]
+    except (OSError, ValueError, TypeError, AttributeError):  # none yet, or not one of ours
+        return {}
+    return {port: (pid, started) for port, pid, started in entries if _start_time(pid) == started}
+
+
+def _unbound_port(ephemeral_range: Path, taken: set[int]) -> int:
     try:
         ephemeral_start = int(ephemeral_range.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_start = LOWEST_PORT
     for _ in range(_TRIES if ephemeral_start > LOWEST_PORT else 0):
         port = random.randrange(LOWEST_PORT, ephemeral_start)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        if port not in taken and _bindable(port):
             return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            bound: int = sock.getsockname()[1]
+        if bound not in taken:
+            return bound
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        bound: int = sock.getsockname()[1]
-        return bound
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _start_time(pid: int) -> str | None:
