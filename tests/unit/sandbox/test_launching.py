@@ -1,6 +1,5 @@
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from promsched.sandbox.control_plane.supervising import (
     LOWEST_PORT,
     Supervisor,
     _start_time,
+    bindable,
     free_port,
     wait_until,
 )
@@ -99,15 +99,6 @@ def test_ready_nodes_are_ready_without_node_lifecycle_taints() -> None:
     )
     assert ready_count(listing) == 2
     assert ready_count("") == 0
-
-
-def bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def test_server_ports_come_from_below_the_ephemeral_range(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def _unbound_port(ephemeral_range: Path, taken: set[int]) -> int:
         ephemeral_start = LOWEST_PORT
     for _ in range(_TRIES if ephemeral_start > LOWEST_PORT else 0):
         port = random.randrange(LOWEST_PORT, ephemeral_start)
-        if port not in taken and _bindable(port):
+        if port not in taken and bindable(port):
             return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -87,7 +87,8 @@ def _unbound_port(ephemeral_range: Path, taken: set[int]) -> int:
             return bound
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a server could bind `port` on 127.0.0.1 now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))
