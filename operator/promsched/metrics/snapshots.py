@@ -53,7 +53,8 @@ class Snapshot:
     taken_at: float
     plugins: Mapping[str, PluginSnapshot]
     usage: PodUsage = NO_POD_USAGE  # what pods used, for usage estimates (none: the plan queries none)
-    # node_uname_info's answer the plugins mapped through, kept for the next refreshes; None: not asked.
+    # node_uname_info's answer the plugins mapped through, kept for the next refreshes; None: none to keep
+    # (no plugin maps through it, or asking failed with none kept before).
     hostnames: Hostnames | None = None
 
     @classmethod
