@@ -226,12 +226,10 @@ def test_the_rebalance_subqueries_find_the_same_sustained_loads(sandbox: Sandbox
             plan = plan_for(url, plugins, spec)
             async with PrometheusClient(PrometheusEndpoint(url, timeout_seconds=10)) as client:
                 directory = NodeDirectory.of(nodes)
-                answers[backend] = {
-                    plugin.name: await sustained_values(
-                        plugin, client, directory, window, higher_is_better=False, at=at
-                    )
-                    for plugin in plan.plugins
-                }
+                asked = [(plugin, False) for plugin in plan.plugins]
+                answers[backend] = await sustained_values(
+                    asked, client, directory, window, at=at, kept=None, stale_after=plan.stale_after_seconds
+                )
         return answers
 
     eventually(

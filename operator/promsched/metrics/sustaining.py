@@ -8,10 +8,13 @@ forgets nothing, and a node that cooled for one scrape inside the window is not 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from promsched.metrics import promql
-from promsched.metrics.identifying import NodeDirectory, assign_nodes
+from promsched.metrics.identifying import Hostnames, NodeDirectory, assign_nodes, resolve_hostnames
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient
+from promsched.metrics.samples import QueryResult
 
 
 def sustained_query(plugin: Plugin, window_seconds: float, *, higher_is_better: bool) -> str:
@@ -21,20 +24,33 @@ def sustained_query(plugin: Plugin, window_seconds: float, *, higher_is_better: 
 
 
 async def sustained_values(
-    plugin: Plugin,
+    asked: Sequence[tuple[Plugin, bool]],
     client: PrometheusClient,
     directory: NodeDirectory,
     window_seconds: float,
     *,
-    higher_is_better: bool,
     at: float,
-) -> dict[str, float]:
-    """node -> the value it held for the window ending at `at`; raises PrometheusError. For a plugin
-    that maps through node_uname_info, `directory` carries its hostnames (`resolve_hostnames`)."""
-    result = await client.query(
-        sustained_query(plugin, window_seconds, higher_is_better=higher_is_better), at=at
-    )
+    kept: Hostnames | None,
+    stale_after: float,
+) -> dict[str, dict[str, float]]:
+    """plugin -> node -> the value it held for the window ending at `at`, for each (plugin, whether higher
+    is better) `asked`, queried one after the other; raises PrometheusError. The plugins that map through
+    node_uname_info use the hostnames a refresh `kept` while usable for `directory` at `at` and naming
+    every instance their answers do (as a refresh would), else node_uname_info asked once for all."""
+    answers: dict[str, QueryResult] = {}
+    for plugin, higher_is_better in asked:
+        query = sustained_query(plugin, window_seconds, higher_is_better=higher_is_better)
+        answers[plugin.name] = await client.query(query, at=at)
+    mapped = [answers[plugin.name] for plugin, _ in asked if plugin.identity.uses_hostnames]
+    if mapped:
+        if kept is not None and kept.usable_for(directory, at, stale_after) and all(map(kept.cover, mapped)):
+            directory = kept.directory
+        else:
+            directory = await resolve_hostnames(client, directory, at)
     return {
-        node: series.value
-        for node, series in assign_nodes(result, plugin.identity, directory).by_node.items()
+        plugin.name: {
+            node: series.value
+            for node, series in assign_nodes(answers[plugin.name], plugin.identity, directory).by_node.items()
+        }
+        for plugin, _ in asked
     }

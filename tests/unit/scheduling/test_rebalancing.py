@@ -15,14 +15,16 @@ from prometheus_client import REGISTRY
 from promsched.api.policies import SchedulingPolicy
 from promsched.api.rebalances import RebalanceMode
 from promsched.metrics import PrometheusClient, plan_from_policy
-from promsched.metrics.identifying import UNAME_QUERY
+from promsched.metrics.identifying import UNAME_QUERY, Hostnames
+from promsched.metrics.samples import QueryResult, Series
 from promsched.scheduling.cluster.caches import ClusterCache
+from promsched.scheduling.objects.nodes import NodeInfo
 from promsched.scheduling.objects.selectors import parse_label_selector
 from promsched.scheduling.policies.recording import PolicyStatus
 from promsched.scheduling.policies.runtimes import PolicyRuntime
 from promsched.scheduling.rebalance.shares import movable
 from support.fake_prometheus import FakePrometheus
-from support.objects import pod, pod_info
+from support.objects import node_object, pod, pod_info
 from support.policies import policy_object, spec_document
 from support.polling import eventually_async
 from support.rebalancing import (
@@ -101,6 +103,65 @@ async def test_node_uname_info_is_asked_once_a_cycle_for_every_threshold(
     queries = prometheus.queries()
     assert len([query for query in queries if query.startswith("min_over_time((")]) == 2
     assert queries.count(UNAME_QUERY) == 1
+
+
+def kept_hostnames(cache: ClusterCache, nodes: list[str], asked_at: float) -> Hostnames:
+    """node_uname_info's answer as a refresh at `asked_at` kept it: instance `<node>:9100` for `nodes`."""
+    uname = QueryResult(
+        UNAME_QUERY,
+        tuple(Series({"instance": f"{node}:9100", "nodename": node}, 1.0, asked_at) for node in nodes),
+    )
+    return Hostnames(cache.directory().with_hostnames(uname), asked_at)
+
+
+async def test_a_cycle_maps_through_the_hostnames_a_refresh_kept(
+    cache: ClusterCache, client: PrometheusClient, prometheus: FakePrometheus, sustained: dict[str, float]
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy("DryRun"), LOADS)
+    refresher = runtime.refresher
+    assert refresher is not None
+    refresher.latest = dataclasses.replace(
+        refresher.latest, hostnames=kept_hostnames(cache, ["hot", "cool"], time.time() - 10)
+    )
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    # Node hot's sustained value came through: only the kept hostnames could have named it.
+    assert [move.pod.name for move in plan.moves] == ["big"]
+    assert UNAME_QUERY not in prometheus.queries()
+
+
+@pytest.mark.parametrize(
+    ("kept_nodes", "age", "nodes_now"),
+    [
+        (["hot"], 10, ["hot", "cool"]),  # cool's exporter is new: node_uname_info did not name it
+        (["hot", "cool"], 121, ["hot", "cool"]),  # asked longer than staleAfter (2m) ago
+        (["hot", "cool"], 10, ["hot", "cool", "new"]),  # a node joined since
+    ],
+    ids=["an-instance-not-named", "stale", "another-node-set"],
+)
+async def test_a_cycle_asks_node_uname_info_when_the_kept_hostnames_do_not_serve(
+    cache: ClusterCache,
+    client: PrometheusClient,
+    prometheus: FakePrometheus,
+    sustained: dict[str, float],
+    kept_nodes: list[str],
+    age: float,
+    nodes_now: list[str],
+) -> None:
+    harness = Harness(cache, client)
+    runtime = harness.runtime(policy("DryRun", staleAfter="2m"), LOADS)
+    refresher = runtime.refresher
+    assert refresher is not None
+    refresher.latest = dataclasses.replace(
+        refresher.latest, hostnames=kept_hostnames(cache, kept_nodes, time.time() - age)
+    )
+    for node in set(nodes_now) - {"hot", "cool"}:
+        cache.upsert_node(NodeInfo.from_object(node_object(node, cpu="4")))
+    plan = await harness.rebalancer.cycle(runtime)
+    assert plan is not None
+    assert [move.pod.name for move in plan.moves] == ["big"]
+    assert prometheus.queries().count(UNAME_QUERY) == 1
 
 
 async def test_shares_follow_the_policys_estimate(

@@ -40,7 +40,6 @@ from promsched.api.rebalances import (
 from promsched.kube import requests
 from promsched.kube.sending import ApiError, RenewalError, SupportsSend
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import resolve_hostnames
 from promsched.metrics.snapshots import Snapshot
 from promsched.metrics.sustaining import sustained_values
 from promsched.scheduling import telemetry
@@ -175,20 +174,15 @@ class Rebalancer:
             return None
         thresholds = _thresholds(spec)
         plugins = {plugin.name: plugin for plugin in snapshot.plan.plugins}
-        directory = self.cache.directory()
-        if any(plugins[threshold.plugin].identity.uses_hostnames for threshold in thresholds):
-            directory = await resolve_hostnames(refresher.client, directory, now)  # once for all
-        sustained = {
-            threshold.plugin: await sustained_values(
-                plugins[threshold.plugin],
-                refresher.client,
-                directory,
-                spec.rebalance.sustained_seconds,
-                higher_is_better=threshold.higher_is_better,
-                at=now,
-            )
-            for threshold in thresholds
-        }
+        sustained = await sustained_values(
+            [(plugins[threshold.plugin], threshold.higher_is_better) for threshold in thresholds],
+            refresher.client,
+            self.cache.directory(),
+            spec.rebalance.sustained_seconds,
+            at=now,
+            kept=snapshot.hostnames,
+            stale_after=snapshot.plan.stale_after_seconds,
+        )
         self._forget_old(history, now, herd_memory_seconds(snapshot.plan))
         current = _as_scheduling_sees(
             {
