@@ -209,8 +209,8 @@ def _opening(results: dict[str, Any]) -> list[str]:
         f"profile + placed pods' requests / allocatable (3900m, 15Gi); std and max over all nodes.",
         "",
         f"Each row is the median of {settings.get('repeats', 1)} repeat(s), run interleaved (every variant "
-        f"and mode once, then again), with the range (min-max) in brackets; ratios are of medians. Sched "
-        f"CPU/pod = the scheduler's CPU over the run / pods bound.",
+        f"and mode once, then again){_warmed_up(settings)}, with the range (min-max) in brackets; ratios "
+        f"are of medians. Sched CPU/pod = the scheduler's CPU over the run / pods bound.",
         "",
     ]
     return lines
@@ -411,3 +411,10 @@ def _scraping(entry: dict[str, Any]) -> list[str]:
 
 def _shaped(shape: str) -> str:
     return "" if shape == "plain" else f"; placement rules: `{shape}`, bench.pods.SHAPES"
+
+
+def _warmed_up(settings: dict[str, Any]) -> str:
+    pods = min(settings.get("warmup_pods", 0), settings["pods"])
+    return (
+        f", after a warm-up run of {pods} pods not counted (the first variant's first mode)" if pods else ""
+    )

@@ -196,13 +196,16 @@ def _cells(line: str) -> list[str]:
 
 def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str, Launched]) -> None:
     run = launched["bench"]
-    run.finished()
+    log = run.finished()
     results = run.results("results.json")
     (entry,) = results["node_counts"]
     assert entry["nodes"] == NODES
     shown = {(r["variant"], r["mode"]) for r in entry["runs"]}
     variants = ("promsched", "promsched-baseline", "promsched-rules", "ks-default", "ks-raised", "null")
     assert shown == {(variant, mode) for variant in variants for mode in ("rate", "burst")}
+    # The warm-up ran first, and is not among the counted runs.
+    assert "warm-up: promsched (QPS 1000/2000) rate 6 pods, not counted" in log
+    assert len(entry["runs"]) == len(shown)
     for measured in [*entry["runs"], *entry["extra_runs"]]:
         assert measured["bound"] == measured["pods"], measured["label"]
     assert [r["pods"] for r in entry["extra_runs"]] == [8]
@@ -212,6 +215,7 @@ def test_make_bench_binds_every_pod_of_every_variant_and_mode(launched: dict[str
     assert f"## {NODES} nodes" in text
     assert entry["settings"]["scrape_seconds"] == 5
     assert "evaluated its rules every 5 s (`--scrape-interval`" in text
+    assert "after a warm-up run of 6 pods not counted" in text
     header, rows = markdown_table(text, "Variant")
     assert header[:3] == ["Variant", "Mode", "Pods"]
     for column in (
