@@ -17,15 +17,18 @@ values for one node mean the query or the identity is wrong, and guessing would 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from promsched.api.policies import NodeIdentity as NodeIdentitySpec
 from promsched.api.policies import NodeIdentitySource
 from promsched.metrics import promql
+from promsched.metrics.errors import PrometheusError
 from promsched.metrics.offloading import off_loop_then_let_go, paced
 from promsched.metrics.querying import PrometheusClient
 from promsched.metrics.samples import QueryResult, Series
@@ -130,6 +133,66 @@ async def resolve_hostnames(client: PrometheusClient, directory: NodeDirectory, 
     Ask once per refresh (or rebalance cycle) for every plugin that maps through them."""
     uname = await client.query(UNAME_QUERY, at=at)
     return await off_loop_then_let_go(directory.with_hostnames, uname)
+
+
+class RoundHostnames:
+    """The hostnames one round of queries (a refresh's plugins, a rebalance cycle's thresholds) maps
+    through: those `kept` by the last refresh while `Hostnames.usable_for` this round and covering an
+    answer, else node_uname_info asked now, once for the whole round (at once, beside the round's own
+    queries, when none are kept). At 5000 nodes its answer is a refresh's largest, and costs Prometheus a
+    tenth of a refresh (`python -m bench.query_cost`). `finished` hears how long asking took and whether
+    it failed. `cancel` once the round is over."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        directory: NodeDirectory,
+        at: float,
+        kept: Hostnames | None,
+        stale_after: float,
+        finished: Callable[[float, PrometheusError | None], None] = lambda _seconds, _error: None,
+    ) -> None:
+        self._client, self._directory, self._at, self._finished = client, directory, at, finished
+        self._kept = kept if kept is not None and kept.usable_for(directory, at, stale_after) else None
+        self._asked: asyncio.Future[Hostnames | PrometheusError] | None = None
+        if self._kept is None:
+            self._ask()
+
+    def _ask(self) -> asyncio.Future[Hostnames | PrometheusError]:
+        if self._asked is None:
+            self._asked = asyncio.ensure_future(self._asking())
+        return self._asked
+
+    async def _asking(self) -> Hostnames | PrometheusError:
+        """node_uname_info's hostnames, or the error each query needing them reports."""
+        started = time.monotonic()
+        try:
+            resolved = await resolve_hostnames(self._client, self._directory, self._at)
+        except PrometheusError as error:
+            self._finished(time.monotonic() - started, error)
+            return error
+        self._finished(time.monotonic() - started, None)
+        return Hostnames(resolved, self._at)
+
+    async def directory_for(self, result: QueryResult) -> NodeDirectory | PrometheusError:
+        """The directory to map `result`'s series by: the kept hostnames' if they name its every instance."""
+        if self._kept is not None and self._kept.cover(result):
+            return self._kept.directory
+        asked = await self._ask()
+        return asked if isinstance(asked, PrometheusError) else asked.directory
+
+    def kept_on(self) -> Hostnames | None:
+        """What a snapshot keeps for the next refresh: those asked now if they came, else the kept."""
+        asked = self._asked
+        if asked is not None and asked.done() and not asked.cancelled():
+            answer = asked.result()
+            if isinstance(answer, Hostnames):
+                return answer
+        return self._kept
+
+    def cancel(self) -> None:
+        if self._asked is not None:
+            self._asked.cancel()  # done by now, unless the round itself was cancelled
 
 
 @dataclass(frozen=True)

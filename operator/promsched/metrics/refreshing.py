@@ -1,7 +1,7 @@
 """The refresh loop: one query per plugin per interval, all plugins concurrently, into a new snapshot;
 with nodeIdentity UnameNodename, also node_uname_info's hostnames, once for every plugin and only when
-the last refresh's no longer serve (`_RefreshHostnames`); with spec.estimation.source Siblings, also one
-query per resource for what pods use.
+the last refresh's no longer serve (`identifying.RoundHostnames`); with spec.estimation.source
+Siblings, also one query per resource for what pods use.
 
 A plugin whose query fails keeps its previous samples (they age into staleness) and records the error;
 the other plugins are unaffected. A failed hostnames query fails the plugins that map through it.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from types import MappingProxyType
 from promsched.metrics.dividing import Divisors, divided
 from promsched.metrics.engines import engine_of
 from promsched.metrics.errors import PrometheusError
-from promsched.metrics.identifying import Hostnames, NodeDirectory, assign_nodes, resolve_hostnames
+from promsched.metrics.identifying import NodeDirectory, RoundHostnames, assign_nodes
 from promsched.metrics.offloading import off_loop, off_loop_then_let_go
 from promsched.metrics.planning import Plan
 from promsched.metrics.plugins import Plugin
@@ -57,67 +58,10 @@ class RefreshObserver:
         """As a refresh ends, its snapshot and scores made or its failure raised."""
 
 
-class _RefreshHostnames:
-    """The hostnames one refresh's plugins map through: the last refresh's while `Hostnames.usable_for`
-    this one and covering a plugin's answer, else node_uname_info asked now, once for every plugin (at
-    once, beside the plugins' queries, when none are kept). At 5000 nodes its answer is a refresh's
-    largest, and costs Prometheus a tenth of a refresh (`python -m bench.query_cost`)."""
-
-    def __init__(
-        self,
-        client: PrometheusClient,
-        directory: NodeDirectory,
-        at: float,
-        observer: RefreshObserver,
-        kept: Hostnames | None,
-    ) -> None:
-        self._client, self._directory, self._at, self._observer = client, directory, at, observer
-        self._kept = kept
-        self._asked: asyncio.Future[Hostnames | PrometheusError] | None = None
-        if kept is None:
-            self._ask()
-
-    def _ask(self) -> asyncio.Future[Hostnames | PrometheusError]:
-        if self._asked is None:
-            self._asked = asyncio.ensure_future(self._asking())
-        return self._asked
-
-    async def _asking(self) -> Hostnames | PrometheusError:
-        """node_uname_info's hostnames, or the error each plugin needing them reports."""
-        started = time.monotonic()
-        try:
-            resolved = await resolve_hostnames(self._client, self._directory, self._at)
-        except PrometheusError as error:
-            self._observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, error)
-            return error
-        self._observer.query_finished(HOSTNAMES_QUERY_NAME, time.monotonic() - started, None)
-        return Hostnames(resolved, self._at)
-
-    async def directory_for(self, result: QueryResult) -> NodeDirectory | PrometheusError:
-        """The directory to map `result`'s series by: the kept hostnames' if they name its every instance."""
-        if self._kept is not None and self._kept.cover(result):
-            return self._kept.directory
-        asked = await self._ask()
-        return asked if isinstance(asked, PrometheusError) else asked.directory
-
-    def kept_on(self) -> Hostnames | None:
-        """What the snapshot keeps for the next refresh: those asked now if they came, else the kept."""
-        asked = self._asked
-        if asked is not None and asked.done() and not asked.cancelled():
-            answer = asked.result()
-            if isinstance(answer, Hostnames):
-                return answer
-        return self._kept
-
-    def cancel(self) -> None:
-        if self._asked is not None:
-            self._asked.cancel()  # done by now, unless the refresh itself was cancelled
-
-
 async def _refresh_plugin(
     plugin: Plugin,
     client: PrometheusClient,
-    nodes: NodeDirectory | _RefreshHostnames,
+    nodes: NodeDirectory | RoundHostnames,
     at: float,
     previous: PluginSnapshot | None,
     observer: RefreshObserver,
@@ -207,12 +151,16 @@ async def take_snapshot(
     # Evaluate at our own clock: staleness is judged against it, whatever Prometheus's clock says.
     at = time.time()
     observer = observer or RefreshObserver()
-    hostnames: _RefreshHostnames | None = None
+    hostnames: RoundHostnames | None = None
     if any(plugin.identity.uses_hostnames for plugin in plan.plugins):
-        kept = previous.hostnames if previous is not None else None
-        if kept is not None and not kept.usable_for(directory, at, plan.stale_after_seconds):
-            kept = None
-        hostnames = _RefreshHostnames(client, directory, at, observer, kept)
+        hostnames = RoundHostnames(
+            client,
+            directory,
+            at,
+            previous.hostnames if previous is not None else None,
+            plan.stale_after_seconds,
+            functools.partial(observer.query_finished, HOSTNAMES_QUERY_NAME),
+        )
     refreshes = [
         _refresh_plugin(
             plugin,

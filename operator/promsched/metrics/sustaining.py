@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from promsched.metrics import promql
-from promsched.metrics.identifying import Hostnames, NodeDirectory, assign_nodes, resolve_hostnames
+from promsched.metrics.errors import PrometheusError
+from promsched.metrics.identifying import Hostnames, NodeDirectory, RoundHostnames, assign_nodes
 from promsched.metrics.plugins import Plugin
 from promsched.metrics.querying import PrometheusClient
-from promsched.metrics.samples import QueryResult
 
 
 def sustained_query(plugin: Plugin, window_seconds: float, *, higher_is_better: bool) -> str:
@@ -35,22 +35,25 @@ async def sustained_values(
 ) -> dict[str, dict[str, float]]:
     """plugin -> node -> the value it held for the window ending at `at`, for each (plugin, whether higher
     is better) `asked`, queried one after the other; raises PrometheusError. The plugins that map through
-    node_uname_info use the hostnames a refresh `kept` while usable for `directory` at `at` and naming
-    every instance their answers do (as a refresh would), else node_uname_info asked once for all."""
-    answers: dict[str, QueryResult] = {}
-    for plugin, higher_is_better in asked:
-        query = sustained_query(plugin, window_seconds, higher_is_better=higher_is_better)
-        answers[plugin.name] = await client.query(query, at=at)
-    mapped = [answers[plugin.name] for plugin, _ in asked if plugin.identity.uses_hostnames]
-    if mapped:
-        if kept is not None and kept.usable_for(directory, at, stale_after) and all(map(kept.cover, mapped)):
-            directory = kept.directory
-        else:
-            directory = await resolve_hostnames(client, directory, at)
-    return {
-        plugin.name: {
-            node: series.value
-            for node, series in assign_nodes(answers[plugin.name], plugin.identity, directory).by_node.items()
-        }
-        for plugin, _ in asked
-    }
+    node_uname_info do so as a refresh's plugins do (`RoundHostnames`): through the hostnames a refresh
+    `kept` while they serve, else through node_uname_info asked once for all."""
+    hostnames = None
+    if any(plugin.identity.uses_hostnames for plugin, _ in asked):
+        hostnames = RoundHostnames(client, directory, at, kept, stale_after)
+    values: dict[str, dict[str, float]] = {}
+    try:
+        for plugin, higher_is_better in asked:
+            query = sustained_query(plugin, window_seconds, higher_is_better=higher_is_better)
+            answer = await client.query(query, at=at)
+            mapping = directory
+            if hostnames is not None and plugin.identity.uses_hostnames:
+                found = await hostnames.directory_for(answer)
+                if isinstance(found, PrometheusError):
+                    raise found
+                mapping = found
+            by_node = assign_nodes(answer, plugin.identity, mapping).by_node
+            values[plugin.name] = {node: series.value for node, series in by_node.items()}
+    finally:
+        if hostnames is not None:
+            hostnames.cancel()
+    return values
