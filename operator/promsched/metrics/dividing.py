@@ -42,6 +42,21 @@ class SplitQuery:
     used_percent_by: str | None = None  # the label each node's worst used percent is taken by
 
 
+def used_percent_split(
+    available: str, total: str, by: str, label: str, per: tuple[str, ...] = ()
+) -> SplitQuery:
+    """`100 * max by (by) (1 - available / (total > 0))` in two parts: each node's least available and
+    largest total (and each `per` value's: a filesystem's device), matched on `label` (the node label
+    `by` names in PromQL) and `per`."""
+    group = ", ".join((by, *per))
+    return SplitQuery(
+        numerator=f"min by ({group}) ({available})",
+        divisor=f"max by ({group}) ({total}) > 0",
+        on=(label, *per),
+        used_percent_by=label,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Divisors:
     """A divisor query's answer, by the value of the label the sides match on: each divisor and its

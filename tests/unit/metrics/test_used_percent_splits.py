@@ -24,10 +24,9 @@ from promsched.metrics import (
     plan_from_policy,
     take_snapshot,
 )
-from promsched.metrics.dividing import Divisors, SplitQuery, divided
+from promsched.metrics.dividing import Divisors, SplitQuery, divided, used_percent_split
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins import build_plugin
-from promsched.metrics.plugins.interface import used_percent_split
 from promsched.metrics.samples import QueryResult, Series
 from support.fake_prometheus import FakePrometheus, RecordedRequest
 from support.promtool import assert_evaluates_to, gauge
@@ -134,7 +133,7 @@ def test_the_parts_divided_give_what_the_whole_query_gives(
     assert answer.query == "q"
 
 
-SPLIT = used_percent_split("a", "t", "instance", per=("device",))
+SPLIT = used_percent_split("a", "t", "instance", "instance", per=("device",))
 
 
 def test_the_fullest_filesystem_counts_and_one_without_a_size_is_left_out() -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from promsched.api.builtins import DEFAULT_MOUNTPOINT
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
+from promsched.metrics.dividing import used_percent_split
 from promsched.metrics.identifying import NodeIdentity
-from promsched.metrics.plugins.interface import LoadPlugin, complement, used_percent, used_percent_split
+from promsched.metrics.plugins.interface import LoadPlugin, complement, used_percent
 
 # What tells the filesystems at one mountpoint apart.
 FILESYSTEM_LABELS = ("device", "fstype")
@@ -26,9 +27,9 @@ class DiskSpacePlugin(LoadPlugin):
     def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
         self.mountpoint = spec.mountpoint or DEFAULT_MOUNTPOINT
         super().__init__(spec, identity)
-        # Always node_exporter's series: the node mixin records no rule for diskSpace.
+        by = promql.label_name(self.identity.node_label)
         self.split = used_percent_split(
-            self._available(), self._size(), self.identity.node_label, per=FILESYSTEM_LABELS
+            self._available(), self._size(), by, self.identity.node_label, per=FILESYSTEM_LABELS
         )
 
     def expression(self, by: str) -> str:

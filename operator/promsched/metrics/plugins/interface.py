@@ -61,18 +61,6 @@ def used_percent(available: str, total: str, by: str) -> str:
     return f"100 * max by ({by}) (1 - {available} / ({total} > 0))"
 
 
-def used_percent_split(available: str, total: str, node_label: str, per: tuple[str, ...] = ()) -> SplitQuery:
-    """`used_percent` per node in two parts (`dividing`): each node's least available and largest total
-    (and each `per` value's: a filesystem's device), matched on the node label and `per`."""
-    group = ", ".join((promql.label_name(node_label), *per))
-    return SplitQuery(
-        numerator=f"min by ({group}) ({available})",
-        divisor=f"max by ({group}) ({total}) > 0",
-        on=(node_label, *per),
-        used_percent_by=node_label,
-    )
-
-
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 

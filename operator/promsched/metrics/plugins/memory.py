@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from promsched.api.plugin_specs import PluginSpec
 from promsched.metrics import promql
+from promsched.metrics.dividing import used_percent_split
 from promsched.metrics.identifying import NodeIdentity
-from promsched.metrics.plugins.interface import LoadPlugin, complement, used_percent, used_percent_split
+from promsched.metrics.plugins.interface import LoadPlugin, complement, used_percent
 
 
 class MemoryPlugin(LoadPlugin):
@@ -21,7 +22,8 @@ class MemoryPlugin(LoadPlugin):
     def __init__(self, spec: PluginSpec, identity: NodeIdentity) -> None:
         super().__init__(spec, identity)
         if not self.reads_recording_rules:
-            self.split = used_percent_split(self._available(), self._total(), self.identity.node_label)
+            by = promql.label_name(self.identity.node_label)
+            self.split = used_percent_split(self._available(), self._total(), by, self.identity.node_label)
 
     def expression(self, by: str) -> str:
         return used_percent(self._available(), self._total(), by)
