@@ -89,8 +89,8 @@ class Divisors:
 
 
 def _key(series: Series, on: tuple[str, ...]) -> tuple[str, ...]:
-    get = series.labels.get
-    return tuple([get(label, "") for label in on])  # a list first: a third faster than a generator
+    labels = series.labels
+    return tuple(labels.get(label, "") for label in on)
 
 
 def divided(numerator: QueryResult, divisors: Divisors, split: SplitQuery, query: str) -> QueryResult:
@@ -138,9 +138,7 @@ def _worst_used_percents(
         divisor = by_key.get(_key(series, on))
         if divisor is None:
             continue
-        divisor_value = divisor[0]
-        # Inline for the usual divisor: this runs for every node (and filesystem) at each refresh.
-        used = 1.0 - (series.value / divisor_value if divisor_value != 0.0 else _quotient(series.value, 0.0))
+        used = 1.0 - _quotient(series.value, divisor[0])
         node = series.labels.get(by, "")
         kept = worst.get(node)
         if kept is None or kept[0] < used or math.isnan(kept[0]):

@@ -111,7 +111,7 @@ async def _ask(
         return await client.query(plugin.query, at=at), None
     if kept is not None and kept.usable(split, at, stale_after):
         numerator = await client.query(split.numerator, at=at)
-        if await off_loop(kept.cover, numerator, split.on):  # a pass over every series: off the loop
+        if kept.cover(numerator, split.on):
             return numerator, kept
         divisor = await client.query(split.divisor, at=at)  # a node joined
     else:

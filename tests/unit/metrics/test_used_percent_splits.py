@@ -6,7 +6,6 @@ once, kept across refreshes, and asked again for a filesystem they lack."""
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,7 @@ import pytest
 from aiohttp import web
 
 from promsched.api.plugin_specs import PluginSpec
-from promsched.metrics import (
-    NodeDirectory,
-    PrometheusClient,
-    Snapshot,
-    offloading,
-    plan_from_policy,
-    take_snapshot,
-)
+from promsched.metrics import NodeDirectory, PrometheusClient, Snapshot, plan_from_policy, take_snapshot
 from promsched.metrics.dividing import Divisors, SplitQuery, divided, used_percent_split
 from promsched.metrics.identifying import NodeIdentity
 from promsched.metrics.plugins import build_plugin
@@ -237,26 +229,3 @@ async def test_sizes_are_asked_again_for_a_filesystem_they_lack(
     assert fake.total_queries() == 2
     assert used(first, "diskSpace") == {"node-0": 50.0}
     assert used(second, "diskSpace") == {"node-0": 90.0}
-
-
-async def test_the_kept_totals_are_checked_on_the_metrics_worker_thread(
-    prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    plan = plan_from_policy(
-        make_spec({"name": "memory"}, nodeIdentity={"source": "Label", "label": "instance"}, staleAfter="2m")
-    )
-    Fake(prometheus, {"node-0/": 25.0}, {"node-0/": 100.0})
-    threads: list[str] = []
-    cover = Divisors.cover
-
-    def recording(self: Divisors, *args: Any) -> bool:
-        threads.append(threading.current_thread().name)
-        return cover(self, *args)
-
-    monkeypatch.setattr(Divisors, "cover", recording)
-    async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
-        first = await take_snapshot(plan, client, NODES)
-        await take_snapshot(plan, client, NODES, previous=first)
-
-    # A pass over every node's series, at each refresh: not on the event loop.
-    assert [name.rsplit("_", 1)[0] for name in threads] == [offloading.WORKER_NAME]
