@@ -10,10 +10,9 @@ reports the series answered, the samples Prometheus read to answer (its query st
 totalQueryableSamples: what a query costs, whatever else the machine does), the answer's bytes (JSON,
 and gzipped as promsched asks), and Prometheus's CPU (its /proc stat) and memory allocated
 (go_memstats_alloc_bytes_total) per query: first as promsched sends them,
-with node_uname_info and the split queries' divisors asked apart (`<plugin> divisor`: the network
-query's link speeds, memory's MemTotal, diskSpace's filesystem sizes), each once per staleAfter (every
-`ASKED_EVERY` refreshes at the policy's settings); the split queries whole, as they were sent before
-(`<plugin> (whole)`); the plugins as promsched sent them before
+with node_uname_info and the network query's link speeds asked apart (`network link speeds`), each
+once per staleAfter (every `ASKED_EVERY` refreshes at the policy's settings); the network query whole,
+as it was sent before (`network (whole)`); the plugins as promsched sent them before
 1aae93c, each joined with node_uname_info; the rebalancer's sustained query for cpu both ways; and the
 benchmark's rules variant's queries (`source: RecordingRules`), over the sandbox's node mixin rules,
 which promtool evaluates over the same history first. The data sit in persisted blocks, so the figures
@@ -58,7 +57,7 @@ SUSTAINED_WINDOW_SECONDS = 300.0
 RULES = " (rules)"
 JOINED = " (joined)"
 WHOLE = " (whole)"  # a split query sent whole, as before the split
-DIVISOR = " divisor"  # a split query's divisor, asked once per staleAfter
+LINK_SPEEDS = " link speeds"  # a split query's divisor, asked once per staleAfter
 UNAME = "node_uname_info"  # asked once per staleAfter now; every refresh before
 RULES_VARIANT = next(variant for variant in VARIANTS if variant.metric_source is not None)
 REFRESH_SECONDS = 15.0  # the operator's default refreshInterval
@@ -70,7 +69,7 @@ ASKED_EVERY = math.ceil(parse_duration(policy_spec("", "")["staleAfter"], "stale
 def every_refresh(name: str) -> bool:
     """Whether a query of `queries()` is one promsched sends on every refresh now."""
     return (
-        not any(part in name for part in (JOINED, WHOLE, DIVISOR, RULES))
+        not any(part in name for part in (JOINED, WHOLE, LINK_SPEEDS, RULES))
         and not name.startswith("sustained")
         and name != UNAME
     )
@@ -78,7 +77,7 @@ def every_refresh(name: str) -> bool:
 
 def kept_across_refreshes(name: str) -> bool:
     """Whether a query of `queries()` is one promsched sends once per staleAfter now (`ASKED_EVERY`)."""
-    return name.endswith(DIVISOR) or name == UNAME
+    return name.endswith(LINK_SPEEDS) or name == UNAME
 
 
 def queries() -> dict[str, str]:
@@ -91,7 +90,7 @@ def queries() -> dict[str, str]:
     now = {plugin.name: plugin.split.numerator if plugin.split else plugin.query for plugin in plugins} | {
         UNAME: UNAME_QUERY
     }
-    split = {f"{p.name}{DIVISOR}": p.split.divisor for p in plugins if p.split} | {
+    split = {f"{p.name}{LINK_SPEEDS}": p.split.divisor for p in plugins if p.split} | {
         f"{p.name}{WHOLE}": p.query for p in plugins if p.split
     }
     before = {f"{plugin.name}{JOINED}": f"({plugin.query}){JOIN}" for plugin in plugins}
@@ -244,7 +243,7 @@ def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """A refresh's sum: as sent now (the plugins; a split one's divisor and node_uname_info an
     `ASKED_EVERY`th of the time), whole (the split queries whole and node_uname_info every refresh, as
     before the split), before (the plugins joined, before 1aae93c) and with the rules (the rule queries
-    and diskSpace's parts; nodes named by `instance`, so no node_uname_info)."""
+    and diskSpace's; nodes named by `instance`, so no node_uname_info)."""
     by_name = {row["query"]: row for row in rows if not row["query"].startswith("sustained")}
     sent = [(row, 1.0) for name, row in by_name.items() if every_refresh(name)]
     now = sent + [(row, 1 / ASKED_EVERY) for name, row in by_name.items() if kept_across_refreshes(name)]
@@ -254,8 +253,7 @@ def refresh_totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     ]
     joined = [(row, 1.0) for name, row in by_name.items() if name.endswith(JOINED)]
     rules = [(row, 1.0) for name, row in by_name.items() if name.endswith(RULES)] + [
-        (by_name["diskSpace"], 1.0),
-        (by_name[f"diskSpace{DIVISOR}"], 1 / ASKED_EVERY),
+        (by_name["diskSpace"], 1.0)
     ]
     return {
         label: {

@@ -4,8 +4,8 @@
 
 A stand-in Prometheus in another process answers every query with one series per node, labelled with
 its instance and nodename (so the plugins' queries and node_uname_info's alike; fresh values each time),
-five queries a refresh (and node_uname_info and the split plugins' divisors on the first: network's
-link speeds, memory's and diskSpace's totals). In this process a `Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each
+five queries a refresh (and node_uname_info and the network plugin's link speeds on the first). In this
+process a `Refresher` of the benchmark's policy (five plugins) refreshes `--rounds` times, and after each
 refresh the first pod is decided as `Scheduler.schedule_one` does it (the memo a new snapshot starts). The
 garbage collector is settled after set-up as the operator settles it once its initial lists are in
 (`wiring.settle_collector`: the heap frozen, full collections made rarer). A ticker on the event loop,

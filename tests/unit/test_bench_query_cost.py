@@ -26,9 +26,8 @@ def test_every_query_answers_a_series_per_node_and_is_costed(rows: list[dict[str
     names = [row["query"] for row in rows]
     assert names[:6] == ["cpu", "memory", "diskIO", "diskSpace", "network", "node_uname_info"]
     assert "cpu (joined)" in names
-    # The split queries as sent now, their divisors apart, and whole as before.
-    split = ("network", "memory", "diskSpace")
-    assert {f"{name} divisor" for name in split} | {f"{name} (whole)" for name in split} <= set(names)
+    # The network query as sent now, its link speeds apart, and whole as before.
+    assert {"network link speeds", "network (whole)"} <= set(names)
     assert "sustained cpu (joined)" in names
     # The node mixin rules promtool recorded over the history answer too.
     assert {"cpu (rules)", "memory (rules)", "diskIO (rules)", "network (rules)"} <= set(names)
@@ -38,8 +37,8 @@ def test_every_query_answers_a_series_per_node_and_is_costed(rows: list[dict[str
     assert all(row["json_kb"] >= row["wire_kb"] > 0 for row in rows)
     totals = refresh_totals(rows)
     assert set(totals) == {"now", "whole", "before", "rules"}
-    # Five queries every refresh; node_uname_info and the three divisors once per staleAfter.
-    assert totals["now"]["queries"] == pytest.approx(5 + 4 / ASKED_EVERY)
+    # Five queries every refresh; node_uname_info and the link speeds once per staleAfter.
+    assert totals["now"]["queries"] == pytest.approx(5 + 2 / ASKED_EVERY)
     assert totals["whole"]["queries"] == 6
 
 
@@ -70,14 +69,13 @@ def row(query: str, cpu_ms: float) -> dict[str, Any]:
     }
 
 
-def test_a_refresh_now_counts_the_divisors_and_node_uname_info_once_per_stale_after() -> None:
+def test_a_refresh_now_counts_the_link_speeds_and_node_uname_info_once_per_stale_after() -> None:
     rows = [
         row("cpu", 10.0),
         row("diskSpace", 5.0),
         row("network", 20.0),
         row("node_uname_info", 4.0),
-        row("network divisor", 80.0),
-        row("diskSpace divisor", 8.0),
+        row("network link speeds", 80.0),
         row("network (whole)", 100.0),
         row("cpu (joined)", 30.0),
         row("sustained cpu", 1000.0),
@@ -86,8 +84,8 @@ def test_a_refresh_now_counts_the_divisors_and_node_uname_info_once_per_stale_af
 
     totals = refresh_totals(rows)
 
-    assert totals["now"]["cpu_ms"] == pytest.approx(10 + 5 + 20 + (4 + 80 + 8) / ASKED_EVERY)
+    assert totals["now"]["cpu_ms"] == pytest.approx(10 + 5 + 20 + (4 + 80) / ASKED_EVERY)
     assert totals["whole"]["cpu_ms"] == pytest.approx(10 + 5 + 100 + 4)
     assert totals["before"]["cpu_ms"] == pytest.approx(30)
-    assert totals["rules"]["cpu_ms"] == pytest.approx(3 + 5 + 8 / ASKED_EVERY)
+    assert totals["rules"]["cpu_ms"] == pytest.approx(3 + 5)
     assert totals["whole"]["json_kb"] == pytest.approx(4 * 2.0)

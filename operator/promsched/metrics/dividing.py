@@ -1,21 +1,15 @@
 """A plugin query sent in two parts: what changes every scrape, asked every refresh, and a divisor that
 changes rarely, asked again only when the one kept is too old or misses a node; the two are divided here
-as Prometheus divided them.
+as Prometheus divided them (`numerator / on(label) group_left(carried) divisor`).
 
-Two shapes of query are split so:
-- network's `traffic / on(node) group_left(unit) link speeds`: the speeds part (which devices have a
-  speed, their sum) was about two thirds of the whole query's Prometheus CPU at 5000 nodes;
-- memory's and diskSpace's used percent, `100 * max by (node) (1 - available / total)`: the totals
-  (MemTotal, a filesystem's size) half of each query's (`python -m bench.query_cost`).
-
-The divisors kept are used for at most staleAfter after they were asked, as any sample is, and are asked
-again at once when the numerator names a node (or filesystem) they lack. A node whose NIC, memory or disk
-changes keeps the old speed or size until then.
+The network plugin's traffic and its link speeds are the case: the speeds part (which devices have a
+speed, their sum) was about two thirds of the whole query's Prometheus CPU at 5000 nodes
+(`python -m bench.query_cost`), for values that change when a NIC does. The divisors kept are used for at
+most staleAfter after they were asked, as any sample is, and are asked again at once when the numerator
+names a node they lack (a node that joined). A node whose NIC changes keeps its old speed until then.
 
 The result is the one the whole query gives: the same series, labels and values (the division is the
-same IEEE one Prometheus makes, on the numbers its answers carry exactly). For the used percents, whose
-parts take each node's least available and largest total, that holds wherever a node's series agree on
-the total, as two node_exporter pods scraped at once during a rollout do.
+same IEEE one Prometheus makes, on the numbers its answers carry exactly).
 """
 
 from __future__ import annotations
@@ -31,30 +25,13 @@ from promsched.metrics.samples import QueryResult, Series
 
 @dataclass(frozen=True)
 class SplitQuery:
-    """`numerator / on(on) group_left(carried) divisor`, each part sent on its own; with
-    `used_percent_by`, `100 * max by (used_percent_by) (1 - numerator / on(on) divisor)`. The divisor
-    answers at most one series per `on` values, none of them 0."""
+    """`numerator / on(on) group_left(carried) divisor`, each part sent on its own. The divisor answers
+    at most one series per `on` value, none of them 0."""
 
     numerator: str
     divisor: str
-    on: tuple[str, ...]  # the labels the two sides match on
-    carried: str | None = None  # the divisor's label the result takes
-    used_percent_by: str | None = None  # the label each node's worst used percent is taken by
-
-
-def used_percent_split(
-    available: str, total: str, by: str, label: str, per: tuple[str, ...] = ()
-) -> SplitQuery:
-    """`100 * max by (by) (1 - available / (total > 0))` in two parts: each node's least available and
-    largest total (and each `per` value's: a filesystem's device), matched on `label` (the node label
-    `by` names in PromQL) and `per`."""
-    group = ", ".join((by, *per))
-    return SplitQuery(
-        numerator=f"min by ({group}) ({available})",
-        divisor=f"max by ({group}) ({total}) > 0",
-        on=(label, *per),
-        used_percent_by=label,
-    )
+    on: str  # the label the two sides match on
+    carried: str  # the divisor's label the result takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +41,14 @@ class Divisors:
     garbage collector stops tracking, so the thousands kept across refreshes add nothing to its passes."""
 
     query: str
-    by_key: Mapping[tuple[str, ...], tuple[float, str | None]]
+    by_key: Mapping[str, tuple[float, str | None]]
     asked_at: float
 
     @classmethod
     def of(cls, result: QueryResult, split: SplitQuery, asked_at: float) -> Divisors:
         on, carried = split.on, split.carried
         answered = (*result.series, *result.non_finite)  # a NaN divisor gives a NaN to report, as in PromQL
-        by_key = {
-            _key(s, on): (s.value, None if carried is None else s.labels.get(carried))
-            for s in paced(answered)
-        }
+        by_key = {s.labels.get(on, ""): (s.value, s.labels.get(carried)) for s in paced(answered)}
         return cls(result.query, MappingProxyType(by_key), asked_at)
 
     def usable(self, split: SplitQuery, at: float, stale_after: float) -> bool:
@@ -82,71 +56,32 @@ class Divisors:
         staleAfter before."""
         return self.query == split.divisor and at - self.asked_at < stale_after
 
-    def cover(self, numerator: QueryResult, on: tuple[str, ...]) -> bool:
-        """Whether every node (or filesystem) the numerator answers for has a divisor here."""
+    def cover(self, numerator: QueryResult, on: str) -> bool:
+        """Whether every node the numerator answers for has a divisor here."""
         by_key = self.by_key
-        return all(_key(s, on) in by_key for s in (*numerator.series, *numerator.non_finite))
-
-
-def _key(series: Series, on: tuple[str, ...]) -> tuple[str, ...]:
-    labels = series.labels
-    return tuple(labels.get(label, "") for label in on)
+        return all(s.labels.get(on, "") in by_key for s in (*numerator.series, *numerator.non_finite))
 
 
 def divided(numerator: QueryResult, divisors: Divisors, split: SplitQuery, query: str) -> QueryResult:
     """What `query` (the whole of `split`) answers, from its parts' answers. A numerator series without
-    a divisor is left out, as Prometheus's one-to-one match leaves it out; a non-finite value is listed
-    apart, as the client lists it."""
-    if split.used_percent_by is not None:
-        series = _worst_used_percents(numerator, divisors, split.on, split.used_percent_by)
-    else:
-        series = _quotients(numerator, divisors, split.on, split.carried)
-    finite = tuple(s for s in series if math.isfinite(s.value))
-    non_finite = tuple(s for s in series if not math.isfinite(s.value))
-    return QueryResult(query, finite, non_finite, numerator.warnings)
-
-
-def _quotients(
-    numerator: QueryResult, divisors: Divisors, on: tuple[str, ...], carried: str | None
-) -> list[Series]:
-    """`numerator / on(on) group_left(carried) divisor`."""
-    quotients: list[Series] = []
-    by_key = divisors.by_key
+    a divisor is left out, as Prometheus's one-to-one match leaves it out; a non-finite quotient is
+    listed apart, as the client lists it."""
+    finite: list[Series] = []
+    non_finite: list[Series] = []
+    by_key, on, carried = divisors.by_key, split.on, split.carried
     for series in paced((*numerator.series, *numerator.non_finite)):
-        divisor = by_key.get(_key(series, on))
+        divisor = by_key.get(series.labels.get(on, ""))
         if divisor is None:
             continue
         divisor_value, carried_value = divisor
         labels = dict(series.labels)
-        if carried is not None:
-            if carried_value is None:  # group_left copies its absence too
-                labels.pop(carried, None)
-            else:
-                labels[carried] = carried_value
-        quotients.append(Series(labels, _quotient(series.value, divisor_value), series.timestamp))
-    return quotients
-
-
-def _worst_used_percents(
-    numerator: QueryResult, divisors: Divisors, on: tuple[str, ...], by: str
-) -> list[Series]:
-    """`100 * max by (by) (1 - numerator / on(on) divisor)`: PromQL's max keeps a NaN only where every
-    value is one."""
-    worst: dict[str, tuple[float, float]] = {}  # by's value -> (1 - quotient, timestamp)
-    by_key = divisors.by_key
-    for series in paced((*numerator.series, *numerator.non_finite)):
-        divisor = by_key.get(_key(series, on))
-        if divisor is None:
-            continue
-        used = 1.0 - _quotient(series.value, divisor[0])
-        node = series.labels.get(by, "")
-        kept = worst.get(node)
-        if kept is None or kept[0] < used or math.isnan(kept[0]):
-            worst[node] = (used, series.timestamp)
-    return [
-        Series({by: node} if node else {}, 100.0 * used, timestamp)
-        for node, (used, timestamp) in worst.items()
-    ]
+        if carried_value is None:  # group_left copies its absence too
+            labels.pop(carried, None)
+        else:
+            labels[carried] = carried_value
+        value = _quotient(series.value, divisor_value)
+        (finite if math.isfinite(value) else non_finite).append(Series(labels, value, series.timestamp))
+    return QueryResult(query, tuple(finite), tuple(non_finite), numerator.warnings)
 
 
 def _quotient(dividend: float, divisor: float) -> float:

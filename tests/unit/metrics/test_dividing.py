@@ -73,7 +73,7 @@ def test_the_parts_divided_give_what_the_whole_query_gives(tmp_path: Path, ident
 
 
 def test_a_node_without_a_divisor_is_left_out_and_labels_are_carried() -> None:
-    split = SplitQuery("n", "d", on=("instance",), carried="unit")
+    split = SplitQuery("n", "d", on="instance", carried="unit")
     numerator = QueryResult(
         "n",
         (Series({"instance": "a"}, 50.0, 7.0), Series({"instance": "b"}, 5.0, 7.0)),
@@ -98,7 +98,7 @@ def test_a_node_without_a_divisor_is_left_out_and_labels_are_carried() -> None:
 
 
 def test_a_divisor_without_the_carried_label_leaves_it_off() -> None:
-    split = SplitQuery("n", "d", on=("instance",), carried="unit")
+    split = SplitQuery("n", "d", on="instance", carried="unit")
     numerator = result("n", [({"instance": "a", "unit": "stale"}, 4.0)])
     bare = result("d", [({"instance": "a"}, 2.0)])
 
@@ -108,7 +108,7 @@ def test_a_divisor_without_the_carried_label_leaves_it_off() -> None:
 
 
 def test_a_zero_divisor_gives_what_prometheus_gives() -> None:
-    split = SplitQuery("n", "d", on=("instance",), carried="unit")
+    split = SplitQuery("n", "d", on="instance", carried="unit")
     numerator = result("n", [({"instance": "a"}, 3.0), ({"instance": "b"}, 0.0)])
     zero = result("d", [({"instance": "a", "unit": "u"}, 0.0), ({"instance": "b", "unit": "u"}, 0.0)])
 
@@ -121,7 +121,7 @@ def test_a_zero_divisor_gives_what_prometheus_gives() -> None:
 
 
 def test_a_non_finite_divisor_gives_a_non_finite_value_to_report() -> None:
-    split = SplitQuery("n", "d", on=("instance",), carried="unit")
+    split = SplitQuery("n", "d", on="instance", carried="unit")
     numerator = result("n", [({"instance": "a"}, 3.0)])
     speeds = QueryResult("d", (), (Series({"instance": "a", "unit": "u"}, math.nan, 0.0),))
 

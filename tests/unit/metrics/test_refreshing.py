@@ -46,7 +46,7 @@ def plan_for(make_spec: Callable[..., SchedulingPolicySpec], *plugins: dict[str,
 
 def loads(prometheus: FakePrometheus, values: dict[str, dict[str, float]]) -> Handler:
     """A handler answering each plugin's query (recognised by its metric) with per-node values."""
-    metric_of = {"cpu": "node_cpu_seconds_total", "diskIO": "node_disk_io_time_seconds_total"}
+    metric_of = {"cpu": "node_cpu_seconds_total", "memory": "node_memory_MemAvailable_bytes"}
 
     async def answer(request: RecordedRequest) -> web.StreamResponse:
         for plugin, per_node in values.items():
@@ -76,9 +76,9 @@ class Recorder(RefreshObserver):
 async def test_one_query_per_plugin_all_at_once(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
     both_asked = asyncio.Event()
-    answer = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "diskIO": {"node-0": 30}})
+    answer = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
 
     async def together(request: RecordedRequest) -> web.StreamResponse:
         if len(prometheus.requests) == 2:
@@ -95,7 +95,7 @@ async def test_one_query_per_plugin_all_at_once(
     values = {
         name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
     }
-    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "diskIO": {"node-0": 30}}
+    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}}
     assert snapshot.errors == {}
     assert snapshot.plugins["cpu"].refreshed_at == snapshot.taken_at
     assert snapshot.age_seconds("cpu", snapshot.taken_at + 7) == pytest.approx(7)
@@ -104,11 +104,11 @@ async def test_one_query_per_plugin_all_at_once(
 async def test_a_failed_query_keeps_the_last_good_values(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"}, staleAfter="1m")
-    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10}, "diskIO": {"node-0": 30}})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, staleAfter="1m")
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 30}})
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
         first = await take_snapshot(plan, client, NODES)
-        prometheus.handler = loads(prometheus, {"diskIO": {"node-0": 40}})  # cpu's query now fails
+        prometheus.handler = loads(prometheus, {"memory": {"node-0": 40}})  # cpu's query now fails
         second = await take_snapshot(plan, client, NODES, previous=first)
 
     cpu = second.plugins["cpu"]
@@ -116,7 +116,7 @@ async def test_a_failed_query_keeps_the_last_good_values(
     assert cpu.refreshed_at == first.plugins["cpu"].refreshed_at
     assert isinstance(cpu.error, PrometheusHTTPError)
     assert set(second.errors) == {"cpu"}
-    assert second.plugins["diskIO"].samples["node-0"].value == 40
+    assert second.plugins["memory"].samples["node-0"].value == 40
     # The kept cpu value ages: missing (Neutral, 50) once older than staleAfter.
     [fresh] = score_nodes(second, ["node-0"], now=first.taken_at + 30)
     [stale] = score_nodes(second, ["node-0"], now=first.taken_at + 61)
@@ -141,10 +141,10 @@ def with_hostnames(prometheus: FakePrometheus, answer: Handler, hostnames: dict[
 async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
     prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"}, nodeIdentity={"source": "UnameNodename"})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
     # Host NODE-1 is node node-1 (the kubelet lowercases); instance ghost:9100 has no node_uname_info.
     per_node = {"node-0": 10.0, "node-1": 20.0, "ghost": 5.0}
-    answer = loads(prometheus, {"cpu": per_node, "diskIO": {"node-0": 30}})
+    answer = loads(prometheus, {"cpu": per_node, "memory": {"node-0": 30}})
     prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0", "node-1": "NODE-1"})
     recorder = Recorder()
     letting_go = LettingGo()
@@ -159,23 +159,23 @@ async def test_uname_identity_asks_node_uname_info_once_for_every_plugin(
     values = {
         name: {node: s.value for node, s in samples.items()} for name, samples in snapshot.values().items()
     }
-    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "diskIO": {"node-0": 30}}
+    assert values == {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}}
     assert snapshot.plugins["cpu"].report.unmatched == (
         'instance="ghost:9100" (no single nodename in node_uname_info)',
     )
-    assert sorted(name for name, _seconds, _error in recorder.queries) == ["cpu", "diskIO", "nodeIdentity"]
+    assert sorted(name for name, _seconds, _error in recorder.queries) == ["cpu", "memory", "nodeIdentity"]
 
 
 async def test_node_uname_info_is_kept_for_the_refreshes_after(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"}, nodeIdentity={"source": "UnameNodename"})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
     hosts = {"node-0": "node-0", "node-1": "NODE-1"}
-    first_loads = loads(prometheus, {"cpu": {"node-0": 10}, "diskIO": {}})
+    first_loads = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {}})
     prometheus.handler = with_hostnames(prometheus, first_loads, hosts)
     async with PrometheusClient(prometheus.endpoint()) as client:
         first = await take_snapshot(plan, client, NODES)
-        second_loads = loads(prometheus, {"cpu": {"node-0": 11, "node-1": 21}, "diskIO": {"node-1": 31}})
+        second_loads = loads(prometheus, {"cpu": {"node-0": 11, "node-1": 21}, "memory": {"node-1": 31}})
         prometheus.handler = with_hostnames(prometheus, second_loads, hosts)
         second = await take_snapshot(plan, client, NODES, previous=first)
 
@@ -184,7 +184,7 @@ async def test_node_uname_info_is_kept_for_the_refreshes_after(
     values = {
         name: {node: s.value for node, s in samples.items()} for name, samples in second.values().items()
     }
-    assert values == {"cpu": {"node-0": 11, "node-1": 21}, "diskIO": {"node-1": 31}}
+    assert values == {"cpu": {"node-0": 11, "node-1": 21}, "memory": {"node-1": 31}}
 
 
 def _older(snapshot: Snapshot, seconds: float) -> Snapshot:
@@ -224,9 +224,9 @@ async def test_node_uname_info_is_asked_again(
     answered: set[str],
 ) -> None:
     uname = {"source": "UnameNodename"}
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"}, nodeIdentity=uname, staleAfter="1m")
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity=uname, staleAfter="1m")
     prometheus.handler = with_hostnames(
-        prometheus, loads(prometheus, {"cpu": {"node-0": 10}, "diskIO": {"node-0": 30}}), {"node-0": "node-0"}
+        prometheus, loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 30}}), {"node-0": "node-0"}
     )
     recorder = Recorder()
     async with PrometheusClient(prometheus.endpoint()) as client:
@@ -234,7 +234,7 @@ async def test_node_uname_info_is_asked_again(
         cpu = dict.fromkeys(answered, 11.0)
         prometheus.handler = with_hostnames(
             prometheus,
-            loads(prometheus, {"cpu": cpu, "diskIO": {"node-0": 31}}),
+            loads(prometheus, {"cpu": cpu, "memory": {"node-0": 31}}),
             {"node-0": "node-0", "node-1": "node-1"},
         )
         second = await take_snapshot(plan, client, nodes, previous=previous(first), observer=recorder)
@@ -249,8 +249,8 @@ async def test_node_uname_info_is_asked_again(
 async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"}, nodeIdentity={"source": "UnameNodename"})
-    answer = loads(prometheus, {"cpu": {"node-0": 10}, "diskIO": {"node-0": 20}})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"}, nodeIdentity={"source": "UnameNodename"})
+    answer = loads(prometheus, {"cpu": {"node-0": 10}, "memory": {"node-0": 20}})
     prometheus.handler = with_hostnames(prometheus, answer, {"node-0": "node-0"})
     recorder = Recorder()
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
@@ -260,7 +260,7 @@ async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
         joined = NodeDirectory.of([*NODES.names, "node-2"])
         second = await take_snapshot(plan, client, joined, previous=first, observer=recorder)
 
-    for name in ("cpu", "diskIO"):
+    for name in ("cpu", "memory"):
         plugin = second.plugins[name]
         assert plugin.samples == first.plugins[name].samples
         assert plugin.refreshed_at == first.plugins[name].refreshed_at
@@ -271,7 +271,7 @@ async def test_a_failed_node_uname_info_query_keeps_the_plugins_last_values(
         assert frames.count("_refresh_plugin") == 1, frames
     assert [(name, error is not None) for name, _seconds, error in sorted(recorder.queries)] == [
         ("cpu", True),
-        ("diskIO", True),
+        ("memory", True),
         ("nodeIdentity", True),
     ]
 
@@ -387,8 +387,8 @@ async def test_the_loop_outlives_an_unexpected_error(
 async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thread(
     prometheus: FakePrometheus, make_spec: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"})
-    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "diskIO": {"node-0": 30}})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
+    prometheus.handler = loads(prometheus, {"cpu": {"node-0": 10, "node-1": 20}, "memory": {"node-0": 30}})
     threads: dict[str, set[str]] = {}
 
     # The answer's parse, each plugin's samples and the nodes' scores: on the metrics worker thread.
@@ -429,7 +429,7 @@ async def test_a_refresh_parses_and_scores_every_node_on_the_metrics_worker_thre
 async def test_a_query_answered_with_warnings_is_told_to_the_observer(
     prometheus: FakePrometheus, make_spec: Callable[..., Any]
 ) -> None:
-    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "diskIO"})
+    plan = plan_for(make_spec, {"name": "cpu"}, {"name": "memory"})
 
     async def answer(request: RecordedRequest) -> web.StreamResponse:
         warnings = ["partial response: a store did not answer"] if "node_cpu" in request.query else None

@@ -62,7 +62,7 @@ def test_the_queries_sum_each_pods_containers() -> None:
 
 
 async def test_one_query_per_resource_per_refresh(prometheus: FakePrometheus) -> None:
-    plan = plan_from_policy(policy_spec({"name": "cpu"}, {"name": "diskIO"}, estimation=SIBLINGS))
+    plan = plan_from_policy(policy_spec({"name": "cpu"}, {"name": "memory"}, estimation=SIBLINGS))
     pods(prometheus, 0.25)
     async with PrometheusClient(prometheus.endpoint(retries=0)) as client:
         first = await take_snapshot(plan, client, NODES)

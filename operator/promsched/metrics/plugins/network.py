@@ -53,7 +53,7 @@ class NetworkPlugin(LoadPlugin):
             # Sent as its traffic and, no more often than staleAfter needs, its link speeds (`dividing`).
             by = promql.label_name(self.identity.node_label)
             self.split = SplitQuery(
-                self._traffic(by), self._per_unit(by), on=(self.identity.node_label,), carried=UNIT_LABEL
+                self._traffic(by), self._per_unit(by), self.identity.node_label, UNIT_LABEL
             )
 
     def expression(self, by: str) -> str:
