@@ -71,7 +71,7 @@ class Settings:
     render: bool
     micro: bool
     repeats: int = 3
-    warmup_pods: int = WARMUP_PODS  # 0: no warm-up run
+    warmup_pods: int = WARMUP_PODS  # at most `pods`; 0: no warm-up run
     shape: str = "plain"  # the pods' (bench.pods.SHAPES)
     sandbox_nice: int = 0  # the sandbox's processes' niceness; the schedulers keep 0
     # How often the sandbox's Prometheus scrapes and evaluates its rules: as kube-prometheus-stack does.
@@ -182,7 +182,7 @@ def _warm_up(
     variant = settings.variants[0]
     if variant.kind == "promsched":
         apply_policy(sandbox, settings.refresh, nodes, variant)
-    pods = min(settings.warmup_pods, settings.pods)
+    pods = settings.warmup_pods
     report(f"  warm-up: {variant.label} {settings.modes[0]} {pods} pods, not counted")
     run_once(
         sandbox,
@@ -308,7 +308,7 @@ def _parse_args(argv: list[str] | None) -> Settings:
         render=args.render,
         micro=args.micro,
         repeats=args.repeats,
-        warmup_pods=args.warmup_pods,
+        warmup_pods=min(args.warmup_pods, args.pods),
     )
 
 

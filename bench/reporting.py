@@ -414,7 +414,7 @@ def _shaped(shape: str) -> str:
 
 
 def _warmed_up(settings: dict[str, Any]) -> str:
-    pods = min(settings.get("warmup_pods", 0), settings["pods"])
+    pods = settings.get("warmup_pods", 0)  # at most the runs' pods (bench.benchmark's arguments)
     return (
         f", after a warm-up run of {pods} pods not counted (the first variant's first mode)" if pods else ""
     )
